@@ -1,0 +1,639 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNoTarget is returned by Do when Op.Pick finds no target for the primary.
+var ErrNoTarget = errors.New("hedge: no target available")
+
+// Op describes one hedged operation for Do. Only Call is required.
+type Op[T any] struct {
+	// Call performs one attempt. Hedges run in their own goroutines,
+	// concurrently with other attempts. Call must honour ctx: ctx is
+	// cancelled when another attempt wins, when the caller's context ends,
+	// and when Do returns (like a deferred cancel), so a result that depends
+	// on ctx staying alive must be completed inside Call.
+	Call func(ctx context.Context, a Attempt) (T, error)
+
+	// Accept decides whether a result wins: nil means it does, an error says
+	// why not (it appears in the receipt). A refused result or an error may
+	// launch the next attempt at once, budget permitting. Nil Accept accepts
+	// exactly the results whose error is nil. Accept runs in the goroutine
+	// of the attempt it judges, so it may be called concurrently.
+	Accept func(v T, err error) error
+
+	// Release frees a result, returned with a nil error, that is not given
+	// to the caller: losers, refused results, late completions. It may run
+	// in any goroutine, also after Do has returned. Nil means nothing to
+	// free.
+	Release func(v T)
+
+	// Targets names the interchangeable targets attempts may go to (replica
+	// addresses, say); they appear in the receipt. Empty means a single,
+	// unnamed target.
+	Targets []string
+
+	// First is the target of the primary. Without Pick, attempt i goes to
+	// target (First+i) mod len(Targets): each hedge goes to a different
+	// target while one is left.
+	First int
+
+	// Pick, when non-nil, chooses each attempt's target instead; used holds
+	// the targets of the earlier attempts. Returning false for a hedge
+	// suppresses it (SuppressNoTarget); for the primary, Do fails with
+	// ErrNoTarget. Pick is called with the operation's lock held and must
+	// not block.
+	Pick func(a Attempt, used []int) (target int, ok bool)
+
+	// Admit, when non-nil, is asked just before a hedge is launched, after
+	// every other check; false suppresses it (SuppressCapacity). It lets a
+	// caller reserve capacity, such as an attempt slot, for the hedge: the
+	// slot is then the Call's to release. The primary is not asked. Admit
+	// is called with the operation's lock held and must not block.
+	Admit func(a Attempt) bool
+
+	// OnReceipt, when non-nil, receives the operation's final receipt once,
+	// from any goroutine, possibly after Do has returned.
+	OnReceipt func(Receipt)
+
+	// InlinePrimary runs the primary on the caller's goroutine instead of
+	// a new one. That saves a goroutine hand-off per operation (about 2µs
+	// on a 2-core machine), but a winning hedge is then returned only once
+	// the cancelled primary has returned: set it only when Call returns
+	// promptly on cancellation, as net/http does.
+	InlinePrimary bool
+}
+
+// Do runs op under h's policy. It launches the primary; if no acceptable
+// result has arrived after the hedge delay, or an attempt fails, it launches
+// a hedge to another target, unless the attempt limit, the deadline, the
+// overload gate, the budget or op.Admit says no. The first acceptable result
+// wins and is returned; the other attempts are cancelled at once and their
+// fate is observed for the policy's ObserveWindow to complete the receipt.
+//
+// If no attempt is acceptable, Do returns the last result to arrive with an
+// error: the attempt's own error, or one wrapping ErrNotAccepted and the
+// acceptance verdict (the result is then not released: it is the caller's).
+// If ctx ends first, Do returns an error wrapping ctx's error.
+func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
+	if op.Call == nil {
+		var zero T
+		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalidPolicy)
+	}
+	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt}
+	f.hooks = hooks{targets: op.Targets, pick: op.Pick, admit: op.Admit, inline: op.InlinePrimary}
+	f.op.init(ctx, h, f, &f.hooks, op.First)
+	return f.op.run()
+}
+
+// funcOp adapts an Op's functions to the engine; one allocation holds both.
+// It keeps only the functions: the rest of the Op lives in the hooks.
+type funcOp[T any] struct {
+	op       operation[T]
+	hooks    hooks
+	call_    func(ctx context.Context, a Attempt) (T, error)
+	accept_  func(v T, err error) error
+	release_ func(v T)
+	receipt_ func(Receipt)
+}
+
+func (f *funcOp[T]) call(ctx context.Context, a Attempt) (T, error) { return f.call_(ctx, a) }
+
+func (f *funcOp[T]) accept(v T, err error) error {
+	if f.accept_ != nil {
+		return f.accept_(v, err)
+	}
+	return err
+}
+
+func (f *funcOp[T]) release(v T) {
+	if f.release_ != nil {
+		f.release_(v)
+	}
+}
+
+func (f *funcOp[T]) wantsReceipt() bool { return f.receipt_ != nil }
+
+func (f *funcOp[T]) receipt(r Receipt) { f.receipt_(r) }
+
+// calls is what the engine needs from an operation's owner. The HTTP
+// Transport implements it directly so a round trip costs one allocation for
+// all of its state.
+type calls[T any] interface {
+	call(ctx context.Context, a Attempt) (T, error)
+	accept(v T, err error) error
+	release(v T)
+	wantsReceipt() bool
+	receipt(r Receipt)
+}
+
+// hooks are the non-generic options of an operation; the Transport shares
+// one set between all its requests.
+type hooks struct {
+	targets []string
+	pick    func(a Attempt, used []int) (int, bool)
+	admit   func(a Attempt) bool
+	inline  bool
+}
+
+type result[T any] struct {
+	idx int
+	v   T
+	err error
+}
+
+// operation is the state of one Do: a small state machine driven by the
+// goroutines that report into it (attempts, the delay timer, the parent's
+// cancellation) under mu. The caller's goroutine starts it and, unless the
+// outcome is already known, waits on wake.
+type operation[T any] struct {
+	h      *Hedger
+	fn     calls[T]
+	hooks  *hooks
+	first  int // target of the primary, without pick
+	parent context.Context
+	cancel canceller
+	start  time.Time
+	delay  time.Duration
+	expect time.Duration
+	max    int
+
+	mu           sync.Mutex
+	launched     int
+	pending      int // attempts launched and not yet returned
+	wanted       bool
+	finished     bool // the outcome is decided; later reports are late
+	windowClosed bool
+	delivered    bool
+	outcome      Outcome
+	res          result[T]     // the winner, or the latest refused result
+	verdict      error         // why res was refused
+	haveRefused  bool          // res holds a refused result
+	wake         chan struct{} // set while the caller waits
+	timer        *delayTimer
+	timerTarget  delayTarget
+	window       *time.Timer
+	tally        tally
+
+	// Per-attempt state. The primary's lives inline; a hedge allocates its
+	// own, so an operation that never hedges stays one small allocation.
+	// Attempt contexts are handed out, so they never move; records may.
+	ctxs [MaxAttemptsCap]*attemptCtx
+	ctx0 attemptCtx
+	rec  []AttemptRecord // rec[i] describes attempt i
+	rec0 [1]AttemptRecord
+}
+
+func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hooks, first int) {
+	o.h, o.fn, o.hooks, o.parent, o.first = h, fn, hk, ctx, first
+	o.max = h.p.MaxAttempts
+}
+
+func (o *operation[T]) run() (T, error) {
+	h := o.h
+	var zero T
+	if err := o.parent.Err(); err != nil {
+		return zero, fmt.Errorf("hedge: %w", err)
+	}
+	now := time.Now()
+	o.start = now
+	h.budget.Admit()
+	h.gate.rates.addOp(now)
+	o.delay, o.expect = h.delays.current(now)
+	h.observe(Event{Kind: EventStart, Delay: o.delay})
+
+	o.mu.Lock()
+	primary := Attempt{Trigger: TriggerPrimary}
+	target, ok := o.pick(primary)
+	if !ok {
+		o.outcome = OutcomeFailed
+		o.finish(now) // unlocks
+		return zero, ErrNoTarget
+	}
+	primary.Target = target
+	o.launch(now, primary, !o.hooks.inline)
+	if o.max > 1 {
+		o.timerTarget.op = o
+		o.timer = h.delayTimer(&o.timerTarget)
+		o.timer.t.Reset(o.delay)
+	}
+	o.mu.Unlock()
+
+	if o.hooks.inline {
+		// Nobody else watches the parent while the primary runs here.
+		var stop func() bool
+		if o.parent.Done() != nil {
+			stop = context.AfterFunc(o.parent, o.onParentDone)
+		}
+		x := o.ctxs[0]
+		v, err := o.fn.call(x, x.a)
+		o.report(0, v, err)
+		if stop != nil {
+			stop()
+		}
+	}
+	o.wait()
+
+	switch o.outcome {
+	case OutcomeWon:
+		return o.res.v, o.res.err
+	case OutcomeCanceled:
+		return zero, fmt.Errorf("hedge: %w", o.parent.Err())
+	}
+	if o.res.err != nil {
+		return o.res.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, o.res.err)
+	}
+	return o.res.v, fmt.Errorf("%w after %d attempt(s): %w", ErrNotAccepted, o.launched, o.verdict)
+}
+
+// wait blocks until the outcome is decided. The wake channel comes from a
+// pool: finish sends on it exactly once, and it is empty again when wait
+// returns it.
+func (o *operation[T]) wait() {
+	o.mu.Lock()
+	if o.finished {
+		o.mu.Unlock()
+		return
+	}
+	o.wake = o.h.wakeChan()
+	o.mu.Unlock()
+	select {
+	case <-o.wake:
+	case <-o.parent.Done():
+		o.onParentDone()
+		<-o.wake // sent by whichever finish won
+	}
+	o.h.wakes.Put(o.wake)
+}
+
+// onParentDone ends the operation because the caller's context ended.
+func (o *operation[T]) onParentDone() {
+	o.mu.Lock()
+	if o.finished {
+		o.mu.Unlock()
+		return
+	}
+	o.outcome = OutcomeCanceled
+	stale, release := o.takeRefused()
+	o.finish(time.Now())
+	if release {
+		o.fn.release(stale)
+	}
+}
+
+// takeRefused removes the kept refused result, reporting whether it needs
+// releasing. Called with o.mu held.
+func (o *operation[T]) takeRefused() (T, bool) {
+	v, release := o.res.v, o.haveRefused && o.res.err == nil
+	o.res, o.verdict, o.haveRefused = result[T]{}, nil, false
+	return v, release
+}
+
+// pick chooses the target of attempt a. Called with o.mu held.
+func (o *operation[T]) pick(a Attempt) (int, bool) {
+	n := max(len(o.hooks.targets), 1)
+	if o.hooks.pick != nil {
+		var used [MaxAttemptsCap]int
+		for i := range o.launched {
+			used[i] = o.rec[i].Target
+		}
+		t, ok := o.hooks.pick(a, used[:o.launched])
+		return t, ok && t >= 0 && t < n
+	}
+	first := o.first % n
+	if first < 0 {
+		first += n
+	}
+	return (first + a.Index) % n, true
+}
+
+// launch records attempt a and, if spawn, starts it in a new goroutine.
+// Called with o.mu held.
+func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
+	i := a.Index
+	x := &o.ctx0
+	if i == 0 {
+		o.rec = o.rec0[:0]
+	} else {
+		x = new(attemptCtx)
+	}
+	*x = attemptCtx{Context: o.parent, c: &o.cancel, a: a}
+	o.ctxs[i] = x
+	o.rec = append(o.rec, AttemptRecord{
+		Index:      i,
+		Target:     a.Target,
+		TargetName: o.targetName(a.Target),
+		Trigger:    a.Trigger,
+		Start:      Millis(now.Sub(o.start)),
+	})
+	o.launched++
+	o.pending++
+	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
+	if spawn {
+		go o.attempt(i)
+	}
+}
+
+func (o *operation[T]) targetName(t int) string {
+	if t < len(o.hooks.targets) {
+		return o.hooks.targets[t]
+	}
+	return ""
+}
+
+// attempt runs attempt i in its own goroutine.
+func (o *operation[T]) attempt(i int) {
+	x := o.ctxs[i]
+	v, err := o.fn.call(x, x.a)
+	o.report(i, v, err)
+}
+
+// onDelay runs when the hedge delay expires with no outcome.
+func (o *operation[T]) onDelay() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.finished {
+		return
+	}
+	o.tryHedge(TriggerDelay, time.Now())
+}
+
+// tryHedge launches the next attempt unless a limit says no, and reports
+// whether it did. Checks run cheapest and least consuming first; the budget
+// credit is taken last but one, and handed back if Admit refuses. Called
+// with o.mu held.
+func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
+	h := o.h
+	if o.launched >= o.max {
+		o.suppress(SuppressMaxAttempts)
+		return false
+	}
+	if !o.wanted {
+		o.wanted = true
+		h.gate.rates.addWanted(now)
+	}
+	a := Attempt{Index: o.launched, Trigger: trig}
+	target, ok := o.pick(a)
+	if !ok {
+		o.suppress(SuppressNoTarget)
+		return false
+	}
+	a.Target = target
+	if !h.p.IgnoreDeadline && o.expect > 0 {
+		if dl, ok := o.parent.Deadline(); ok && dl.Sub(now) < o.expect {
+			o.suppress(SuppressDeadline)
+			return false
+		}
+	}
+	if !h.gate.open(now) {
+		o.suppress(SuppressGate)
+		return false
+	}
+	if !h.budget.TrySpend() {
+		o.suppress(SuppressBudget)
+		return false
+	}
+	if o.hooks.admit != nil && !o.hooks.admit(a) {
+		h.budget.refund()
+		o.suppress(SuppressCapacity)
+		return false
+	}
+	o.launch(now, a, true)
+	if o.launched < o.max && o.timer != nil {
+		o.timer.t.Reset(o.delay) // the next hedge, one delay later
+	}
+	return true
+}
+
+func (o *operation[T]) suppress(r SuppressReason) {
+	o.tally.suppressed[r]++
+	o.h.observe(Event{Kind: EventSuppress, Reason: r, Attempt: Attempt{Index: o.launched}})
+}
+
+// report applies the result of attempt i, in the goroutine that ran it.
+func (o *operation[T]) report(i int, v T, err error) {
+	verdict := o.fn.accept(v, err)
+	// time.Since reads only the monotonic clock: cheaper than time.Now.
+	end := o.start.Add(time.Since(o.start))
+	o.mu.Lock()
+	o.pending--
+	if o.finished {
+		o.late(i, v, err, end) // unlocks
+		return
+	}
+	rec := &o.rec[i]
+	elapsed := end.Sub(o.startOf(i))
+	rec.Duration = Millis(elapsed)
+	a := o.ctxs[i].a
+	if verdict == nil {
+		rec.Fate = FateWon
+		stale, release := o.takeRefused()
+		o.outcome = OutcomeWon
+		o.res = result[T]{idx: i, v: v, err: err}
+		o.tally.winnerLatency = end.Sub(o.start)
+		o.h.delays.record(end, elapsed)
+		o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: FateWon})
+		o.h.observe(Event{Kind: EventWin, Attempt: a, Elapsed: end.Sub(o.start)})
+		o.finish(end) // unlocks
+		if release {
+			o.fn.release(stale)
+		}
+		return
+	}
+	rec.Error = verdict.Error()
+	rec.Fate = FateRejected
+	if err != nil {
+		rec.Fate = FateFailed
+	}
+	o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: rec.Fate, Err: verdict})
+	stale, release := o.takeRefused()
+	o.res, o.verdict, o.haveRefused = result[T]{idx: i, v: v, err: err}, verdict, true
+	if o.parent.Err() == nil {
+		o.tryHedge(TriggerFailure, end) // failure is a reason to hedge now
+	}
+	if o.pending == 0 {
+		o.outcome = OutcomeFailed
+		o.finish(end) // unlocks
+	} else {
+		o.mu.Unlock()
+	}
+	if release {
+		o.fn.release(stale)
+	}
+}
+
+// late accounts for an attempt that returned after the outcome was
+// decided. Called with o.mu held; unlocks.
+func (o *operation[T]) late(i int, v T, err error, end time.Time) {
+	rec := &o.rec[i]
+	observed := !o.windowClosed
+	elapsed := end.Sub(o.startOf(i))
+	if observed {
+		rec.Duration = Millis(elapsed)
+		if err != nil {
+			rec.Fate = FateCanceled
+			rec.Error = err.Error()
+			o.tally.observed++
+		} else {
+			rec.Fate = FateLate
+			o.tally.late++
+		}
+	}
+	fate := rec.Fate
+	deliver := observed && o.pending == 0 && !o.delivered
+	if deliver {
+		o.delivered = true
+		if o.window != nil {
+			o.window.Stop()
+		}
+	}
+	a := o.ctxs[i].a
+	o.mu.Unlock()
+	if observed {
+		o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: fate, Err: err})
+	}
+	if err == nil {
+		o.fn.release(v)
+	}
+	if deliver {
+		o.deliver()
+	}
+}
+
+// finish decides the operation: it wakes the caller, stops the delay timer,
+// cancels the attempts still running and either delivers the receipt or
+// opens the observation window. Called with o.mu held; unlocks.
+func (o *operation[T]) finish(now time.Time) {
+	o.finished = true
+	if o.timer != nil {
+		o.h.putDelayTimer(o.timer)
+		o.timer = nil
+	}
+	o.tally.requested = o.pending
+	for i := range o.launched {
+		// A loser already past the delay has taken at least that long; its
+		// elapsed time is a valid lower bound for the adaptive quantile,
+		// and leaving it out would hide exactly the tail hedging cut off.
+		if o.rec[i].Fate == FateRunning {
+			if elapsed := now.Sub(o.startOf(i)); elapsed >= o.delay {
+				o.h.delays.record(now, elapsed)
+			}
+		}
+	}
+	deliver := o.pending == 0
+	if deliver {
+		o.delivered = true
+	} else {
+		o.window = time.AfterFunc(o.h.p.ObserveWindow, o.closeWindow)
+	}
+	if o.wake != nil {
+		o.wake <- struct{}{} // buffered: never blocks
+	}
+	o.mu.Unlock()
+	o.cancel.cancel(context.Canceled)
+	if deliver {
+		o.deliver()
+	}
+}
+
+// closeWindow runs when the observation window ends with attempts still out.
+func (o *operation[T]) closeWindow() {
+	o.mu.Lock()
+	if o.delivered {
+		o.mu.Unlock()
+		return
+	}
+	o.windowClosed = true
+	o.delivered = true
+	o.tally.unobserved = o.pending
+	for i := range o.launched {
+		if o.rec[i].Fate == FateRunning {
+			o.rec[i].Fate = FateUnobserved
+		}
+	}
+	o.mu.Unlock()
+	o.deliver()
+}
+
+// deliver hands the receipt to whoever wants it. It runs once, after
+// delivered was set under o.mu, when nothing writes the tally or the
+// records any more. The Receipt is built only if someone reads it.
+func (o *operation[T]) deliver() {
+	wanted := o.fn.wantsReceipt()
+	if !wanted && o.h.obs == nil {
+		return
+	}
+	r := o.buildReceipt()
+	if wanted {
+		o.fn.receipt(r)
+	}
+	o.h.observe(Event{Kind: EventReceipt, Receipt: &r})
+}
+
+// tally is what an operation counts for its receipt, compactly: most
+// operations never build one.
+type tally struct {
+	winnerLatency time.Duration
+	suppressed    [len(suppressNames)]uint8
+	requested     int
+	observed      int
+	late          int
+	unobserved    int
+}
+
+func (o *operation[T]) buildReceipt() Receipt {
+	t := &o.tally
+	r := Receipt{
+		Version:                ReceiptVersion,
+		Outcome:                o.outcome,
+		Delay:                  Millis(o.delay),
+		WinnerAttempt:          -1,
+		WinnerTarget:           -1,
+		AttemptsLaunched:       o.launched,
+		CancellationsRequested: t.requested,
+		CancellationsObserved:  t.observed,
+		LateCompletions:        t.late,
+		Unobserved:             t.unobserved,
+		Attempts:               o.rec[:o.launched:o.launched],
+	}
+	for reason, n := range t.suppressed {
+		for range n {
+			r.HedgesSuppressed.add(SuppressReason(reason))
+		}
+	}
+	if o.outcome == OutcomeWon {
+		w := &o.rec[o.res.idx]
+		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
+		r.WinnerLatency = Millis(t.winnerLatency)
+	}
+	return r
+}
+
+// startOf returns when attempt i was launched.
+func (o *operation[T]) startOf(i int) time.Time {
+	return o.start.Add(o.rec[i].Start.Duration())
+}
+
+// delayTimer is a reusable hedge-delay timer. Its function is fixed when
+// the timer is made, so the operation it serves is looked up at firing time.
+type delayTimer struct {
+	t      *time.Timer
+	target atomic.Pointer[delayTarget]
+}
+
+// delayTarget is what a delayTimer fires into; an operation embeds one.
+type delayTarget struct {
+	op interface{ onDelay() }
+}
+
+func (d *delayTimer) fire() {
+	if t := d.target.Load(); t != nil {
+		t.op.onDelay()
+	}
+}

@@ -1,0 +1,28 @@
+package hedge
+
+import "errors"
+
+// Sentinel errors that callers branch on with errors.Is.
+var (
+	// ErrResponseTooLarge is returned by the Transport for an attempt whose
+	// response body exceeds the configured limit.
+	ErrResponseTooLarge = errors.New("hedge: response body too large")
+
+	// ErrRedirectRefused is returned by clients built with NewClient when a
+	// server answers with a redirect: a hedged read must not wander to an
+	// address the caller did not configure.
+	ErrRedirectRefused = errors.New("hedge: redirect refused")
+
+	// ErrNotAccepted wraps the verdict of the acceptance check when no attempt
+	// produced an acceptable result.
+	ErrNotAccepted = errors.New("hedge: no acceptable result")
+
+	// ErrBudgetExhausted is the reason a wanted hedge was not sent because the
+	// duplicate-work budget had no credit left. It is reported through
+	// Receipt and Observer, never returned by Do: the primary still answers.
+	ErrBudgetExhausted = errors.New("hedge: budget exhausted")
+
+	// ErrInvalidPolicy wraps every configuration error returned by New,
+	// NewBudget, NewTransport and ParseDelay.
+	ErrInvalidPolicy = errors.New("hedge: invalid policy")
+)

@@ -1,0 +1,113 @@
+package hedge
+
+import (
+	"sync"
+	"time"
+)
+
+// Hedger runs hedged operations under one Policy and keeps the state they
+// share: the latency window behind the adaptive delay, the budget and the
+// overload gate. Create one per logical endpoint (latencies of different
+// endpoints should not mix) and share it between goroutines: it is safe for
+// concurrent use.
+type Hedger struct {
+	p      Policy
+	budget *Budget
+	gate   *gate
+	delays *delayState
+	obs    Observer
+
+	// Pools of coordination objects that are provably idle after an
+	// operation, so the common path allocates as little as possible.
+	timers sync.Pool // *delayTimer, stopped
+	wakes  sync.Pool // chan struct{}, empty
+}
+
+// New returns a Hedger for p, or an error wrapping ErrInvalidPolicy that
+// names the first invalid field.
+func New(p Policy) (*Hedger, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := newDelayState(p)
+	return &Hedger{
+		p:      p,
+		budget: p.Budget,
+		gate:   newGate(p.Gate, d.intendedShare()),
+		delays: d,
+		obs:    p.Observer,
+	}, nil
+}
+
+// Policy returns the policy in force, with defaults filled in.
+func (h *Hedger) Policy() Policy { return h.p }
+
+// Stats is a point-in-time view of a Hedger's shared state.
+type Stats struct {
+	// Delay is the hedge delay new operations would use.
+	Delay time.Duration
+	// Expected is the median latency of recent accepted attempts (zero
+	// until one is known); hedges are not sent with less time than this left.
+	Expected time.Duration
+	// Credits is the budget's current credit.
+	Credits float64
+	// Operations and WantedHedges count the operations in the gate's window
+	// and how many of them wanted a hedge.
+	Operations, WantedHedges int64
+	// GateOpen reports whether the gate currently lets hedges through.
+	GateOpen bool
+}
+
+// Stats reports the Hedger's state now.
+func (h *Hedger) Stats() Stats { return h.StatsAt(time.Now()) }
+
+// StatsAt reports the Hedger's state at now.
+func (h *Hedger) StatsAt(now time.Time) Stats {
+	delay, expected := h.delays.current(now)
+	ops, wanted := h.gate.rates.totals(now)
+	return Stats{
+		Delay:        delay,
+		Expected:     expected,
+		Credits:      h.budget.Credits(),
+		Operations:   ops,
+		WantedHedges: wanted,
+		GateOpen:     h.gate.open(now),
+	}
+}
+
+func (h *Hedger) observe(e Event) {
+	if h.obs != nil {
+		h.obs.Observe(e)
+	}
+}
+
+// delayTimer returns a stopped hedge-delay timer aimed at target.
+func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
+	d, ok := h.timers.Get().(*delayTimer)
+	if !ok {
+		d = &delayTimer{}
+		d.t = time.AfterFunc(time.Hour, d.fire)
+		d.t.Stop()
+	}
+	d.target.Store(target)
+	return d
+}
+
+// putDelayTimer stops d and pools it if its function is sure not to run:
+// since Go 1.23, Stop returning true guarantees that. A timer whose function
+// may be running is left to the garbage collector.
+func (h *Hedger) putDelayTimer(d *delayTimer) {
+	if d.t.Stop() {
+		d.target.Store(nil)
+		h.timers.Put(d)
+	}
+}
+
+// wakeChan returns an empty channel with room for the one wake-up.
+func (h *Hedger) wakeChan() chan struct{} {
+	if c, ok := h.wakes.Get().(chan struct{}); ok {
+		return c
+	}
+	return make(chan struct{}, 1)
+}

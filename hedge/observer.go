@@ -1,0 +1,58 @@
+package hedge
+
+import "time"
+
+// Observer receives the events of every operation of a Hedger, for metrics
+// and logs. Observe is called synchronously on the request path, possibly
+// from several goroutines at once: it must be fast, safe for concurrent use,
+// and must not keep the Event's Receipt pointer after it returns.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventStart: an operation was admitted. Delay is the hedge delay in
+	// force for it.
+	EventStart EventKind = iota + 1
+	// EventLaunch: an attempt was launched.
+	EventLaunch
+	// EventSuppress: a wanted hedge was not launched. Reason says why.
+	EventSuppress
+	// EventReport: an attempt returned. Elapsed is its own duration, Fate
+	// what became of it, Err its error (or the acceptance verdict).
+	EventReport
+	// EventWin: an attempt won. Elapsed is the operation's latency.
+	EventWin
+	// EventReceipt: the operation's receipt is final.
+	EventReceipt
+)
+
+var eventNames = [...]string{"", "start", "launch", "suppress", "report", "win", "receipt"}
+
+func (k EventKind) String() string {
+	if k == 0 {
+		return "unknown"
+	}
+	return enumName(eventNames[:], k)
+}
+
+// Event is one observation. Fields not relevant to the Kind are zero.
+type Event struct {
+	Kind    EventKind
+	Attempt Attempt
+	Elapsed time.Duration
+	Delay   time.Duration
+	Reason  SuppressReason
+	Fate    Fate
+	Err     error
+	Receipt *Receipt
+}

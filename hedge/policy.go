@@ -1,0 +1,275 @@
+package hedge
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/latency"
+)
+
+// Limits and defaults of a Policy.
+const (
+	// DefaultMaxAttempts is the number of attempts (primary included) an
+	// operation may make unless the Policy says otherwise.
+	DefaultMaxAttempts = 2
+	// MaxAttemptsCap is the hard cap on attempts per operation, as in gRPC.
+	MaxAttemptsCap = 5
+	// DefaultObserveWindow is how long losers are watched after an operation
+	// ends, to report their fate in the Receipt.
+	DefaultObserveWindow = 100 * time.Millisecond
+	// maxObserveWindow bounds how long any goroutine of ours may linger.
+	maxObserveWindow = time.Minute
+)
+
+// Policy configures a Hedger. The zero Policy is useful: an adaptive delay at
+// p95 of recent accepted latencies, at most 2 attempts, a budget of 10% extra
+// attempts with a burst of 10, and the overload gate on.
+type Policy struct {
+	// Delay is a fixed hedge delay: a hedge is sent when an attempt has not
+	// produced an acceptable result after Delay. Zero means adaptive (see
+	// Adaptive). Negative is an error.
+	Delay time.Duration
+
+	// Adaptive configures the adaptive delay used when Delay is zero.
+	Adaptive Adaptive
+
+	// MaxAttempts caps attempts per operation, the primary included.
+	// Default 2; at most MaxAttemptsCap. One disables hedging.
+	MaxAttempts int
+
+	// Budget limits duplicate work. Nil means a private budget with
+	// DefaultBudgetFraction and DefaultBudgetBurst. Share one Budget between
+	// Hedgers to give them a common limit.
+	Budget *Budget
+
+	// Gate configures the overload gate.
+	Gate Gate
+
+	// ObserveWindow is how long the fate of losing attempts is observed
+	// after an operation ends. Default 100ms; at most one minute.
+	ObserveWindow time.Duration
+
+	// IgnoreDeadline turns off deadline awareness. By default a hedge is not
+	// sent when the context's remaining time is below the median latency of
+	// recent accepted attempts: it could not finish in time.
+	IgnoreDeadline bool
+
+	// Observer, when non-nil, is told about every attempt, suppression, win
+	// and receipt. It is called synchronously and must be fast and safe for
+	// concurrent use.
+	Observer Observer
+}
+
+// Adaptive configures a delay that follows a quantile of the latencies of
+// recent accepted attempts, as Finagle's backup requests do. Losing attempts
+// cancelled at time t are recorded as taking t: they took at least that long,
+// and recording them keeps the tail from being censored away, which would
+// otherwise pull the delay down every time a hedge wins.
+type Adaptive struct {
+	// Quantile of recent latencies used as the delay. Default 0.95; must be
+	// in (0, 1).
+	Quantile float64
+	// Floor is the smallest delay. Default 1ms.
+	Floor time.Duration
+	// Ceiling is the largest delay. Default 1s.
+	Ceiling time.Duration
+	// MinSamples is how many latencies the window must hold before the
+	// quantile is trusted; until then Warmup applies. Default 50.
+	MinSamples int
+	// Warmup is the fixed delay used until MinSamples latencies are known.
+	// Default 10ms, clamped into [Floor, Ceiling].
+	Warmup time.Duration
+	// Window is how far back latencies count. Default 10s.
+	Window time.Duration
+}
+
+const (
+	defaultQuantile   = 0.95
+	defaultFloor      = time.Millisecond
+	defaultCeiling    = time.Second
+	defaultMinSamples = 50
+	defaultWarmup     = 10 * time.Millisecond
+	defaultWindow     = 10 * time.Second
+	// refreshEvery is how often the adaptive delay is recomputed from the
+	// window; computing it per operation would cost more than the call.
+	refreshEvery = 100 * time.Millisecond
+)
+
+// withDefaults returns p with zero fields replaced by defaults, or an error
+// naming the first invalid field.
+func (p Policy) withDefaults() (Policy, error) {
+	if p.Delay < 0 {
+		return p, fmt.Errorf("%w: negative delay %v", ErrInvalidPolicy, p.Delay)
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsCap {
+		return p, fmt.Errorf("%w: max attempts %d outside [1, %d]", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsCap)
+	}
+	if p.ObserveWindow == 0 {
+		p.ObserveWindow = DefaultObserveWindow
+	}
+	if p.ObserveWindow < 0 || p.ObserveWindow > maxObserveWindow {
+		return p, fmt.Errorf("%w: observe window %v outside (0, %v]", ErrInvalidPolicy, p.ObserveWindow, maxObserveWindow)
+	}
+	a := &p.Adaptive
+	if a.Quantile == 0 {
+		a.Quantile = defaultQuantile
+	}
+	if math.IsNaN(a.Quantile) || a.Quantile <= 0 || a.Quantile >= 1 {
+		return p, fmt.Errorf("%w: adaptive quantile %v outside (0, 1)", ErrInvalidPolicy, a.Quantile)
+	}
+	if a.Floor == 0 {
+		a.Floor = defaultFloor
+	}
+	if a.Ceiling == 0 {
+		a.Ceiling = defaultCeiling
+	}
+	if a.Floor < 0 || a.Ceiling < a.Floor {
+		return p, fmt.Errorf("%w: adaptive floor %v and ceiling %v out of order", ErrInvalidPolicy, a.Floor, a.Ceiling)
+	}
+	if a.MinSamples == 0 {
+		a.MinSamples = defaultMinSamples
+	}
+	if a.MinSamples < 0 {
+		return p, fmt.Errorf("%w: negative adaptive min samples %d", ErrInvalidPolicy, a.MinSamples)
+	}
+	if a.Warmup == 0 {
+		a.Warmup = defaultWarmup
+	}
+	if a.Warmup < 0 {
+		return p, fmt.Errorf("%w: negative adaptive warm-up delay %v", ErrInvalidPolicy, a.Warmup)
+	}
+	a.Warmup = min(max(a.Warmup, a.Floor), a.Ceiling)
+	if a.Window == 0 {
+		a.Window = defaultWindow
+	}
+	if a.Window < 0 {
+		return p, fmt.Errorf("%w: negative adaptive window %v", ErrInvalidPolicy, a.Window)
+	}
+	g := &p.Gate
+	if g.Threshold == 0 {
+		g.Threshold = defaultGateThreshold
+	}
+	if math.IsNaN(g.Threshold) || g.Threshold <= 0 || g.Threshold > 1 {
+		return p, fmt.Errorf("%w: gate threshold %v outside (0, 1]", ErrInvalidPolicy, g.Threshold)
+	}
+	if g.Window == 0 {
+		g.Window = defaultGateWindow
+	}
+	if g.Window < 0 {
+		return p, fmt.Errorf("%w: negative gate window %v", ErrInvalidPolicy, g.Window)
+	}
+	if g.MinOperations == 0 {
+		g.MinOperations = defaultGateMinOps
+	}
+	if g.MinOperations < 0 {
+		return p, fmt.Errorf("%w: negative gate min operations %d", ErrInvalidPolicy, g.MinOperations)
+	}
+	if p.Budget == nil {
+		b, err := NewBudget(DefaultBudgetFraction, DefaultBudgetBurst)
+		if err != nil {
+			return p, err
+		}
+		p.Budget = b
+	}
+	return p, nil
+}
+
+// delayState computes and caches the hedge delay and the expected latency of
+// an attempt. Reads are two atomic loads; a recomputation from the latency
+// window happens at most every refreshEvery, by whichever caller wins a CAS.
+type delayState struct {
+	fixed    time.Duration // > 0: fixed delay
+	adaptive Adaptive
+	lat      *latency.Window
+
+	next     atomic.Int64 // unix nanos of the next refresh
+	delay    atomic.Int64 // current delay
+	expected atomic.Int64 // median latency of recent accepted attempts; 0 unknown
+}
+
+func newDelayState(p Policy) *delayState {
+	d := &delayState{
+		fixed:    p.Delay,
+		adaptive: p.Adaptive,
+		lat:      latency.NewWindow(p.Adaptive.Window, 10),
+	}
+	if d.fixed > 0 {
+		d.delay.Store(int64(d.fixed))
+	} else {
+		d.delay.Store(int64(p.Adaptive.Warmup))
+	}
+	return d
+}
+
+// intendedShare is the share of operations the delay means to hedge.
+func (d *delayState) intendedShare() float64 {
+	if d.fixed > 0 {
+		return 0
+	}
+	return 1 - d.adaptive.Quantile
+}
+
+// record adds the latency of an accepted (or cancelled-losing) attempt.
+func (d *delayState) record(now time.Time, l time.Duration) {
+	d.lat.RecordAt(now, l)
+}
+
+// current returns the hedge delay and expected attempt latency at now.
+func (d *delayState) current(now time.Time) (delay, expected time.Duration) {
+	n := now.UnixNano()
+	if next := d.next.Load(); n >= next && d.next.CompareAndSwap(next, n+int64(refreshEvery)) {
+		d.refresh(now)
+	}
+	return time.Duration(d.delay.Load()), time.Duration(d.expected.Load())
+}
+
+func (d *delayState) refresh(now time.Time) {
+	s := d.lat.SnapshotAt(now)
+	if s.Count() > 0 {
+		d.expected.Store(int64(s.Quantile(0.5)))
+	} else {
+		d.expected.Store(0)
+	}
+	if d.fixed > 0 {
+		return
+	}
+	a := d.adaptive
+	delay := a.Warmup
+	if s.Count() >= uint64(a.MinSamples) {
+		delay = min(max(s.Quantile(a.Quantile), a.Floor), a.Ceiling)
+	}
+	d.delay.Store(int64(delay))
+}
+
+// ParseDelay parses a hedge delay as written on a command line: a Go
+// duration ("25ms") for a fixed delay, "auto" for the default adaptive
+// quantile, or "pNN" ("p95", "p99.9") for an adaptive delay at that
+// percentile. Exactly one of fixed and quantile is non-zero on success.
+func ParseDelay(s string) (fixed time.Duration, quantile float64, err error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "auto":
+		return 0, defaultQuantile, nil
+	case strings.HasPrefix(s, "p"):
+		pct, perr := strconv.ParseFloat(s[1:], 64)
+		if perr != nil || math.IsNaN(pct) || pct <= 0 || pct >= 100 || strings.ContainsAny(s[1:], "+-eExXpP_") {
+			return 0, 0, fmt.Errorf("%w: delay %q: percentile must be a number in (0, 100), like p95 or p99.9", ErrInvalidPolicy, s)
+		}
+		return 0, pct / 100, nil
+	}
+	d, perr := time.ParseDuration(s)
+	if perr != nil {
+		return 0, 0, fmt.Errorf("%w: delay %q: want a duration like 25ms, auto, or a percentile like p95", ErrInvalidPolicy, s)
+	}
+	if d <= 0 {
+		return 0, 0, fmt.Errorf("%w: delay %q must be positive", ErrInvalidPolicy, s)
+	}
+	return d, 0, nil
+}

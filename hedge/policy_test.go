@@ -1,0 +1,112 @@
+package hedge
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPolicyDefaults(t *testing.T) {
+	h := mustNew(t, Policy{})
+	p := h.Policy()
+	if p.MaxAttempts != 2 || p.ObserveWindow != 100*time.Millisecond || p.Adaptive.Quantile != 0.95 ||
+		p.Adaptive.Floor != time.Millisecond || p.Adaptive.Ceiling != time.Second || p.Adaptive.MinSamples != 50 ||
+		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Threshold != 0.05 || p.Gate.Window != 10*time.Second ||
+		p.Gate.MinOperations != 20 || p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
+		t.Errorf("defaults: %+v", p)
+	}
+	// An adaptive p95 delay intends 5% hedges, so its gate closes at 10%.
+	if got := h.gate.limit; math.Abs(got-0.10) > 1e-9 {
+		t.Errorf("adaptive gate limit %v, want 0.10", got)
+	}
+	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; got != 0.05 {
+		t.Errorf("fixed gate limit %v, want 0.05", got)
+	}
+	// The warm-up delay is clamped into [Floor, Ceiling].
+	if got := mustNew(t, Policy{Adaptive: Adaptive{Floor: 20 * time.Millisecond, Ceiling: 30 * time.Millisecond}}).Stats().Delay; got != 20*time.Millisecond {
+		t.Errorf("warm-up not clamped: %v", got)
+	}
+}
+
+func TestPolicyRejects(t *testing.T) {
+	cases := map[string]Policy{
+		"negative delay":       {Delay: -1},
+		"too many attempts":    {MaxAttempts: 6},
+		"negative attempts":    {MaxAttempts: -1},
+		"negative window":      {ObserveWindow: -1},
+		"huge window":          {ObserveWindow: time.Hour},
+		"quantile 1":           {Adaptive: Adaptive{Quantile: 1}},
+		"quantile NaN":         {Adaptive: Adaptive{Quantile: math.NaN()}},
+		"floor above ceiling":  {Adaptive: Adaptive{Floor: time.Second, Ceiling: time.Millisecond}},
+		"negative floor":       {Adaptive: Adaptive{Floor: -1}},
+		"negative min samples": {Adaptive: Adaptive{MinSamples: -1}},
+		"negative warmup":      {Adaptive: Adaptive{Warmup: -1}},
+		"negative lat window":  {Adaptive: Adaptive{Window: -1}},
+		"threshold above 1":    {Gate: Gate{Threshold: 1.5}},
+		"negative threshold":   {Gate: Gate{Threshold: -0.1}},
+		"negative gate window": {Gate: Gate{Window: -1}},
+		"negative gate ops":    {Gate: Gate{MinOperations: -1}},
+	}
+	for name, p := range cases {
+		if _, err := New(p); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
+
+func TestParseDelay(t *testing.T) {
+	good := []struct {
+		in    string
+		fixed time.Duration
+		q     float64
+	}{
+		{"25ms", 25 * time.Millisecond, 0},
+		{" 1.5s ", 1500 * time.Millisecond, 0},
+		{"auto", 0, 0.95},
+		{"p99", 0, 0.99},
+		{"p99.9", 0, 0.999},
+		{"p50", 0, 0.5},
+	}
+	for _, c := range good {
+		fixed, q, err := ParseDelay(c.in)
+		if err != nil || fixed != c.fixed || math.Abs(q-c.q) > 1e-12 {
+			t.Errorf("ParseDelay(%q) = %v, %v, %v", c.in, fixed, q, err)
+		}
+	}
+	for _, in := range []string{"", "0", "-5ms", "p0", "p100", "p-1", "pNaN", "p1e1", "fast", "25", "p", "p+5", "pInf"} {
+		if _, _, err := ParseDelay(in); !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "delay") {
+			t.Errorf("ParseDelay(%q): err %v", in, err)
+		}
+	}
+}
+
+func FuzzParseDelay(f *testing.F) {
+	for _, s := range []string{"25ms", "auto", "p95", "p99.99", "1h", "p0.001", "-1s", "p", "1e3ms"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fixed, q, err := ParseDelay(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidPolicy) {
+				t.Fatalf("error without ErrInvalidPolicy: %v", err)
+			}
+			return
+		}
+		if (fixed > 0) == (q > 0) {
+			t.Fatalf("ParseDelay(%q) = %v, %v: want exactly one of fixed and quantile", s, fixed, q)
+		}
+		if q != 0 && !(q > 0 && q < 1) {
+			t.Fatalf("quantile %v outside (0,1)", q)
+		}
+		// Whatever parses must make a valid policy.
+		p := Policy{Delay: fixed}
+		if q > 0 {
+			p.Adaptive.Quantile = q
+		}
+		if _, err := New(p); err != nil {
+			t.Fatalf("ParseDelay(%q) accepted, New rejected: %v", s, err)
+		}
+	})
+}

@@ -1,0 +1,463 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// HedgeHeader is set on every hedge attempt the Transport sends, with the
+// attempt's index (1 for the first hedge) as its value, so servers can
+// deprioritise or count duplicate work. Primaries never carry it.
+const HedgeHeader = "Tailgate-Hedge"
+
+// DefaultMaxBodyBytes is the Transport's default response body limit.
+const DefaultMaxBodyBytes = 1 << 20
+
+// TransportConfig configures a Transport. The zero value hedges GET and HEAD
+// requests to the URL they name, under the zero Policy.
+type TransportConfig struct {
+	// Base sends each attempt. Nil means a clone of http.DefaultTransport
+	// whose idle pool keeps 64 connections per host, so that hedges and
+	// cancelled losers do not churn connections.
+	Base http.RoundTripper
+
+	// Hedger holds the policy and the state shared across requests. Nil
+	// means New(Policy{}).
+	Hedger *Hedger
+
+	// Targets are base URLs of interchangeable replicas ("http://10.0.0.1:8080",
+	// optionally with a path prefix). Each attempt replaces the request's
+	// scheme and host (and prefixes the path) with its target's, and a hedge
+	// goes to a different target than the attempts before it while one is
+	// left. Empty means every attempt goes to the request's own URL, for a
+	// load balancer that spreads them.
+	Targets []string
+
+	// RotatePrimary spreads primaries round-robin over Targets. By default
+	// Targets[0] is the primary and the others are alternates.
+	RotatePrimary bool
+
+	// MaxBodyBytes bounds each response body, which the Transport reads in
+	// full before choosing a winner (so a response cut short cannot win).
+	// An attempt whose body is larger fails with ErrResponseTooLarge.
+	// Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+
+	// Accept decides whether a complete response wins: nil means it does,
+	// an error says why not. Nil means any status below 500. If no attempt
+	// is accepted, the last response to arrive is returned as is.
+	Accept func(*http.Response) error
+
+	// SafeMethods lists methods besides GET and HEAD that the caller
+	// declares safe to send twice. Requests of other methods pass through
+	// unhedged. A request with a body is hedged only if it has GetBody,
+	// which supplies each attempt its own copy.
+	SafeMethods []string
+
+	// OnReceipt, when non-nil, receives each hedged request's final receipt,
+	// possibly after RoundTrip has returned. See also WithReceipt.
+	OnReceipt func(*http.Request, Receipt)
+
+	// DetachPrimary sends the primary from its own goroutine. By default it
+	// is sent from the caller's goroutine, which saves a goroutine hand-off
+	// per request; a winning hedge is then returned once the cancelled
+	// primary returns, which net/http does at once. Set DetachPrimary when
+	// Base may ignore cancellation.
+	DetachPrimary bool
+}
+
+// Transport is an http.RoundTripper that hedges requests. It reads each
+// response body in full (bounded by MaxBodyBytes) inside its attempt, so the
+// winner is a complete response; the winner's buffer is freed when the
+// caller closes the body, and losers are cancelled and released in the
+// background. Safe for concurrent use.
+type Transport struct {
+	base     http.RoundTripper
+	h        *Hedger
+	targets  []*url.URL
+	names    []string
+	rotate   bool
+	limit    int64
+	accept   func(*http.Response) error
+	safe     map[string]bool
+	onRcpt   func(*http.Request, Receipt)
+	hooks    hooks // shared by every request
+	nextPrim atomic.Uint64
+}
+
+// NewTransport validates cfg and returns a Transport.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	t := &Transport{
+		base:   cfg.Base,
+		h:      cfg.Hedger,
+		rotate: cfg.RotatePrimary,
+		limit:  cfg.MaxBodyBytes,
+		accept: cfg.Accept,
+		onRcpt: cfg.OnReceipt,
+	}
+	if t.base == nil {
+		t.base = NewBaseTransport()
+	}
+	if t.h == nil {
+		h, err := New(Policy{})
+		if err != nil {
+			return nil, err
+		}
+		t.h = h
+	}
+	if t.limit == 0 {
+		t.limit = DefaultMaxBodyBytes
+	}
+	if t.limit < 0 {
+		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidPolicy, t.limit)
+	}
+	seen := make(map[string]bool, len(cfg.Targets))
+	for _, s := range cfg.Targets {
+		u, err := ParseTarget(s)
+		if err != nil {
+			return nil, err
+		}
+		if seen[u.String()] {
+			return nil, fmt.Errorf("%w: duplicate target %q", ErrInvalidPolicy, s)
+		}
+		seen[u.String()] = true
+		t.targets = append(t.targets, u)
+		t.names = append(t.names, u.String())
+	}
+	t.hooks = hooks{targets: t.names, inline: !cfg.DetachPrimary}
+	for _, m := range cfg.SafeMethods {
+		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n") {
+			return nil, fmt.Errorf("%w: safe method %q must be an upper-case HTTP method", ErrInvalidPolicy, m)
+		}
+		if m == http.MethodConnect {
+			return nil, fmt.Errorf("%w: CONNECT cannot be hedged", ErrInvalidPolicy)
+		}
+		if t.safe == nil {
+			t.safe = make(map[string]bool)
+		}
+		t.safe[m] = true
+	}
+	return t, nil
+}
+
+// ParseTarget parses and checks a target base URL: http or https, a host,
+// no query, fragment or user information.
+func ParseTarget(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidPolicy, s, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: target %q: scheme must be http or https", ErrInvalidPolicy, s)
+	case u.Host == "":
+		return nil, fmt.Errorf("%w: target %q: no host", ErrInvalidPolicy, s)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("%w: target %q: must not have a query or fragment", ErrInvalidPolicy, s)
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: target %q: must not carry user information", ErrInvalidPolicy, s)
+	}
+	if u.Path == "/" {
+		u.Path, u.RawPath = "", ""
+	}
+	return u, nil
+}
+
+// NewBaseTransport returns the Transport's default base: a clone of
+// http.DefaultTransport with an idle pool sized for hedging.
+func NewBaseTransport() *http.Transport {
+	bt := http.DefaultTransport.(*http.Transport).Clone()
+	bt.MaxIdleConns = 512
+	bt.MaxIdleConnsPerHost = 64
+	return bt
+}
+
+// Hedger returns the Hedger the Transport uses.
+func (t *Transport) Hedger() *Hedger { return t.h }
+
+type receiptKey struct{}
+
+// WithReceipt returns a context that makes the Transport (or Do, through the
+// caller's own OnReceipt) hand the final receipt of the request made with it
+// to f. f may run after RoundTrip returns, in another goroutine.
+func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
+	return context.WithValue(ctx, receiptKey{}, f)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("hedge: request has no URL")
+	}
+	if !t.hedgeable(req) {
+		return t.passThrough(req)
+	}
+	rt := &roundTrip{t: t, req: req}
+	first := 0
+	if t.rotate && len(t.targets) > 1 {
+		first = int(t.nextPrim.Add(1)-1) % len(t.targets)
+	}
+	rt.op.init(req.Context(), t.h, rt, &t.hooks, first)
+	resp, err := rt.op.run()
+	closeBody(req) // attempts used copies from GetBody
+	if err != nil {
+		if resp != nil && errors.Is(err, ErrNotAccepted) {
+			// The last answer, a 503 say, is still the server's answer.
+			return resp, nil
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+func (t *Transport) hedgeable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead:
+	default:
+		if !t.safe[req.Method] {
+			return false
+		}
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// passThrough sends a request that may not be duplicated, once.
+func (t *Transport) passThrough(req *http.Request) (*http.Response, error) {
+	if len(t.targets) == 0 {
+		return t.base.RoundTrip(req)
+	}
+	out := req.WithContext(req.Context())
+	u := new(url.URL)
+	rewriteURL(u, req.URL, t.targets[0])
+	out.URL = u
+	out.Host = ""
+	return t.base.RoundTrip(out)
+}
+
+// rewriteURL sets *dst to src re-aimed at target.
+func rewriteURL(dst, src, target *url.URL) {
+	*dst = *src
+	dst.Scheme = target.Scheme
+	dst.Host = target.Host
+	if target.Path != "" {
+		if target.RawPath == "" && src.RawPath == "" {
+			dst.Path = joinSlash(target.Path, src.Path)
+		} else {
+			escaped := joinSlash(target.EscapedPath(), src.EscapedPath())
+			if p, err := url.PathUnescape(escaped); err == nil {
+				dst.Path, dst.RawPath = p, escaped
+			}
+		}
+	}
+}
+
+func joinSlash(a, b string) string {
+	return strings.TrimSuffix(a, "/") + "/" + strings.TrimPrefix(b, "/")
+}
+
+// roundTrip is the state of one hedged request: the engine's operation plus
+// per-attempt URLs and body buffers, all in one allocation.
+type roundTrip struct {
+	op    operation[*http.Response]
+	t     *Transport
+	req   *http.Request
+	url0  url.URL      // the primary's; hedges allocate their own
+	body0 bufferedBody // likewise
+}
+
+func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
+	req, t := rt.req, rt.t
+	out := req.WithContext(ctx)
+	if len(t.targets) > 0 {
+		u := &rt.url0
+		if a.IsHedge() {
+			u = new(url.URL)
+		}
+		rewriteURL(u, req.URL, t.targets[a.Target])
+		out.URL = u
+		out.Host = ""
+	}
+	if a.IsHedge() {
+		out.Header = req.Header.Clone()
+		if out.Header == nil {
+			out.Header = make(http.Header, 1)
+		}
+		out.Header.Set(HedgeHeader, strconv.Itoa(a.Index))
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("hedge: GetBody: %w", err)
+		}
+		out.Body = body
+	}
+	resp, err := t.base.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	resp.Request = req
+	if req.Method == http.MethodHead {
+		return resp, nil // no body; Content-Length describes the GET
+	}
+	b := &rt.body0
+	if a.IsHedge() {
+		b = new(bufferedBody)
+	}
+	if err := b.fill(resp, t.limit); err != nil {
+		return nil, err
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+func (rt *roundTrip) accept(resp *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	if rt.t.accept != nil {
+		return rt.t.accept(resp)
+	}
+	if resp.StatusCode >= 500 {
+		return statusError(resp.StatusCode)
+	}
+	return nil
+}
+
+func (rt *roundTrip) release(resp *http.Response) {
+	if resp != nil {
+		resp.Body.Close()
+	}
+}
+
+func (rt *roundTrip) wantsReceipt() bool {
+	if rt.t.onRcpt != nil {
+		return true
+	}
+	_, ok := rt.req.Context().Value(receiptKey{}).(func(Receipt))
+	return ok
+}
+
+func (rt *roundTrip) receipt(r Receipt) {
+	if rt.t.onRcpt != nil {
+		rt.t.onRcpt(rt.req, r)
+	}
+	if f, ok := rt.req.Context().Value(receiptKey{}).(func(Receipt)); ok {
+		f(r)
+	}
+}
+
+// statusError is the verdict on a response refused for its status.
+type statusError int
+
+func (s statusError) Error() string {
+	return "hedge: status " + strconv.Itoa(int(s))
+}
+
+// bufferedBody is a response body read in full into a pooled buffer.
+type bufferedBody struct {
+	buf    *[]byte
+	b      []byte
+	off    int
+	closed bool
+}
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledBody keeps one huge response from pinning its buffer forever.
+const maxPooledBody = 256 << 10
+
+// fill reads resp.Body in full (at most limit bytes) and closes it.
+func (b *bufferedBody) fill(resp *http.Response, limit int64) error {
+	r := resp.Body
+	defer r.Close()
+	if resp.ContentLength > limit {
+		return fmt.Errorf("%w: %d bytes announced, limit %d", ErrResponseTooLarge, resp.ContentLength, limit)
+	}
+	bp := bodyPool.Get().(*[]byte)
+	buf := (*bp)[:0]
+	if cl := resp.ContentLength; cl >= 0 && cl+1 > int64(cap(buf)) {
+		buf = make([]byte, 0, cl+1) // room for the read that sees EOF
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			b.put(bp, buf)
+			return fmt.Errorf("%w: more than %d bytes", ErrResponseTooLarge, limit)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.put(bp, buf)
+			return err
+		}
+	}
+	*bp = buf
+	b.buf, b.b, b.off, b.closed = bp, buf, 0, false
+	return nil
+}
+
+func (b *bufferedBody) put(bp *[]byte, buf []byte) {
+	if cap(buf) <= maxPooledBody {
+		*bp = buf[:0]
+		bodyPool.Put(bp)
+	}
+}
+
+func (b *bufferedBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	if b.off >= len(b.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// WriteTo lets io.Copy skip an intermediate buffer.
+func (b *bufferedBody) WriteTo(w io.Writer) (int64, error) {
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	if b.off >= len(b.b) {
+		return 0, nil
+	}
+	n, err := w.Write(b.b[b.off:])
+	b.off += n
+	return int64(n), err
+}
+
+// Close returns the buffer to the pool. It is safe to call more than once.
+func (b *bufferedBody) Close() error {
+	if b.buf != nil {
+		b.put(b.buf, b.b)
+	}
+	b.buf, b.b, b.off, b.closed = nil, nil, 0, true
+	return nil
+}
+
+var errBodyClosed = errors.New("hedge: read on closed response body")

@@ -1,0 +1,533 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/memnet"
+)
+
+// replica is an in-memory replica: it answers after lat with body, records
+// the hedge header of every request, and counts work that finished.
+type replica struct {
+	lat      time.Duration
+	status   int
+	body     string
+	ignore   bool // keep working after the client cancels
+	mu       sync.Mutex
+	headers  []string
+	paths    []string
+	hosts    []string
+	finished atomic.Int32
+}
+
+func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.headers = append(r.headers, req.Header.Get(HedgeHeader))
+	r.paths = append(r.paths, req.URL.RawPath+"|"+req.URL.Path+"?"+req.URL.RawQuery)
+	r.hosts = append(r.hosts, req.Host)
+	r.mu.Unlock()
+	if r.ignore {
+		time.Sleep(r.lat)
+	} else if !memnet.Sleep(req.Context(), r.lat) {
+		return
+	}
+	r.finished.Add(1)
+	if r.status != 0 {
+		w.WriteHeader(r.status)
+	}
+	io.WriteString(w, r.body)
+}
+
+func (r *replica) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.headers...)
+}
+
+func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[string]*replica) (*Transport, *collector) {
+	t.Helper()
+	net := &memnet.Transport{}
+	for host, r := range replicas {
+		net.Handle(host, r)
+	}
+	var c collector
+	p.Observer = &c
+	cfg.Base = net
+	cfg.Hedger = mustNew(t, p)
+	cfg.OnReceipt = func(_ *http.Request, r Receipt) { c.receipt(r) }
+	tr, err := NewTransport(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, &c
+}
+
+func get(t *testing.T, rt http.RoundTripper, url string) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func TestTransportHedgesToDifferentTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: 80 * time.Millisecond, body: "a"}
+		b := &replica{lat: 5 * time.Millisecond, body: "b"}
+		tr, c := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b/"}},
+			map[string]*replica{"a": a, "b": b})
+		start := time.Now()
+		code, body, err := get(t, tr, "http://placeholder/x?q=1")
+		if err != nil || code != 200 || body != "b" {
+			t.Fatalf("got %d %q %v", code, body, err)
+		}
+		if d := time.Since(start); d != 15*time.Millisecond {
+			t.Errorf("latency %v, want 15ms", d)
+		}
+		synctest.Wait()
+		if got := a.seen(); len(got) != 1 || got[0] != "" {
+			t.Errorf("primary saw hedge headers %q, want one unmarked request", got)
+		}
+		if got := b.seen(); len(got) != 1 || got[0] != "1" {
+			t.Errorf("alternate saw hedge headers %q, want [1]", got)
+		}
+		if a.finished.Load() != 0 {
+			t.Error("cancelled primary finished its work")
+		}
+		if b.hosts[0] != "b" || b.paths[0] != "|/x?q=1" {
+			t.Errorf("alternate got host %q path %q", b.hosts[0], b.paths[0])
+		}
+		r := c.last(t)
+		checkInvariant(t, r)
+		if r.WinnerTargetName != "http://b" || r.CancellationsObserved != 1 {
+			t.Errorf("receipt %+v", r)
+		}
+	})
+}
+
+func TestTransportFast500LosesToSlow200(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Millisecond, status: 500, body: "oops"}
+		b := &replica{lat: 30 * time.Millisecond, body: "ok"}
+		tr, c := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*replica{"a": a, "b": b})
+		code, body, err := get(t, tr, "http://x/")
+		if err != nil || code != 200 || body != "ok" {
+			t.Fatalf("got %d %q %v", code, body, err)
+		}
+		synctest.Wait()
+		r := c.last(t)
+		if r.Attempts[0].Fate != FateRejected || r.Attempts[0].Error != "hedge: status 500" || r.Attempts[1].Trigger != TriggerFailure {
+			t.Errorf("receipt %+v", r)
+		}
+	})
+}
+
+func TestTransportAllFailReturnsLastResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Millisecond, status: 503, body: "busy a"}
+		b := &replica{lat: 2 * time.Millisecond, status: 502, body: "busy b"}
+		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*replica{"a": a, "b": b})
+		code, body, err := get(t, tr, "http://x/")
+		if err != nil || code != 502 || body != "busy b" {
+			t.Fatalf("got %d %q %v; want the last answer, 502", code, body, err)
+		}
+		// Unreachable targets give an error.
+		tr2, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://nowhere", "http://void"}}, nil)
+		if _, _, err := get(t, tr2, "http://x/"); err == nil || !strings.Contains(err.Error(), "no host") {
+			t.Errorf("err %v", err)
+		}
+		synctest.Wait()
+	})
+}
+
+func TestTransportCustomAccept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Millisecond, body: `{"value":""}`}
+		b := &replica{lat: 3 * time.Millisecond, body: `{"value":"x"}`}
+		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{
+			Targets: []string{"http://a", "http://b"},
+			Accept: func(r *http.Response) error {
+				b, _ := io.ReadAll(r.Body)
+				if !strings.Contains(string(b), `"x"`) {
+					return errors.New("empty value")
+				}
+				return nil
+			},
+		}, map[string]*replica{"a": a, "b": b})
+		code, body, err := get(t, tr, "http://x/")
+		if err != nil || code != 200 || body != "" {
+			// Accept consumed the body: that is the caller's choice.
+			t.Fatalf("got %d %q %v", code, body, err)
+		}
+		synctest.Wait()
+	})
+}
+
+func TestTransportSingleURLMode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		lb := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The first request straggles, the second is quick.
+			if n.Add(1) == 1 {
+				memnet.Sleep(r.Context(), time.Second)
+				return
+			}
+			io.WriteString(w, r.Header.Get(HedgeHeader))
+		})
+		net := &memnet.Transport{}
+		net.Handle("lb", lb)
+		tr, err := NewTransport(TransportConfig{Base: net, Hedger: mustNew(t, Policy{Delay: 5 * time.Millisecond})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, body, err := get(t, tr, "http://lb/")
+		if err != nil || code != 200 || body != "1" {
+			t.Fatalf("got %d %q %v", code, body, err)
+		}
+		synctest.Wait()
+	})
+}
+
+func TestTransportPassThroughAndSafeMethods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var bodies []string
+		var mu sync.Mutex
+		slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, r.Method+":"+string(b)+":"+r.Header.Get(HedgeHeader))
+			mu.Unlock()
+			if r.Header.Get(HedgeHeader) == "" {
+				memnet.Sleep(r.Context(), 50*time.Millisecond)
+			}
+			io.WriteString(w, "done")
+		})
+		net := &memnet.Transport{}
+		net.Handle("a", slow)
+		net.Handle("b", slow)
+		tr, err := NewTransport(TransportConfig{Base: net, Hedger: mustNew(t, Policy{Delay: 5 * time.Millisecond}), Targets: []string{"http://a", "http://b"}, SafeMethods: []string{"SEARCH"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		do := func(method string, withGetBody bool) {
+			t.Helper()
+			req, _ := http.NewRequest(method, "http://x/", strings.NewReader("q"))
+			if !withGetBody {
+				req.GetBody = nil
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			synctest.Wait()
+		}
+		do(http.MethodPost, true) // not safe: one attempt even though slow
+		do("SEARCH", false)       // declared safe, but no GetBody: one attempt
+		do("SEARCH", true)        // replayed through GetBody to the alternate
+		want := "[POST:q: SEARCH:q: SEARCH:q: SEARCH:q:1]"
+		if got := fmt.Sprint(bodies); got != want {
+			t.Errorf("server saw %s, want %s", got, want)
+		}
+	})
+}
+
+func TestTransportParentCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Second}
+		tr, c := newMemTransport(t, Policy{Delay: 5 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*replica{"a": a, "b": a})
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v", err)
+		}
+		synctest.Wait()
+		if r := c.last(t); r.Outcome != OutcomeCanceled || r.CancellationsObserved != 2 {
+			t.Errorf("receipt %+v", r)
+		}
+	})
+}
+
+func TestWithReceiptContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Millisecond, body: "a"}
+		tr, _ := newMemTransport(t, Policy{}, TransportConfig{Targets: []string{"http://a"}}, map[string]*replica{"a": a})
+		var got atomic.Pointer[Receipt]
+		ctx := WithReceipt(t.Context(), func(r Receipt) { got.Store(&r) })
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		synctest.Wait()
+		if r := got.Load(); r == nil || r.WinnerTargetName != "http://a" {
+			t.Errorf("receipt %+v", r)
+		}
+	})
+}
+
+func TestNewTransportRejects(t *testing.T) {
+	bad := []TransportConfig{
+		{Targets: []string{"ftp://a"}},
+		{Targets: []string{"http://"}},
+		{Targets: []string{"http://a?x=1"}},
+		{Targets: []string{"http://a#f"}},
+		{Targets: []string{"http://u:p@a"}},
+		{Targets: []string{"http://a", "http://a/"}},
+		{Targets: []string{"http://a b"}},
+		{Targets: []string{"::"}},
+		{MaxBodyBytes: -1},
+		{SafeMethods: []string{"post"}},
+		{SafeMethods: []string{"CONNECT"}},
+	}
+	for _, cfg := range bad {
+		if _, err := NewTransport(cfg); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("NewTransport(%+v): err %v", cfg, err)
+		}
+	}
+	tr, err := NewTransport(TransportConfig{})
+	if err != nil || tr.Hedger() == nil {
+		t.Fatalf("zero config: %v", err)
+	}
+}
+
+func TestRewriteURL(t *testing.T) {
+	cases := []struct{ target, req, want string }{
+		{"http://b:81", "http://x/a%2Fb?q=1", "http://b:81/a%2Fb?q=1"},
+		{"https://b/api/", "http://x/v1/items", "https://b/api/v1/items"},
+		{"http://b/api", "http://x/a%2Fb", "http://b/api/a%2Fb"},
+		{"http://b/p%2Fq", "http://x/r", "http://b/p%2Fq/r"},
+	}
+	for _, c := range cases {
+		tu, err := ParseTarget(c.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ru, _ := http.NewRequest("GET", c.req, nil)
+		var u = *ru.URL
+		rewriteURL(&u, ru.URL, tu)
+		if got := u.String(); got != c.want {
+			t.Errorf("rewrite(%s, %s) = %s, want %s", c.target, c.req, got, c.want)
+		}
+	}
+}
+
+func TestBufferedBody(t *testing.T) {
+	resp := &http.Response{Body: io.NopCloser(strings.NewReader("hello")), ContentLength: -1}
+	var b bufferedBody
+	if err := b.fill(resp, 5); err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	if n, err := io.Copy(&sb, &b); err != nil || n != 5 || sb.String() != "hello" {
+		t.Errorf("copy %d %q %v", n, sb.String(), err)
+	}
+	if n, err := b.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("read past end: %d %v", n, err)
+	}
+	b.Close()
+	b.Close()
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, errBodyClosed) {
+		t.Errorf("read after close: %v", err)
+	}
+	if _, err := b.WriteTo(io.Discard); !errors.Is(err, errBodyClosed) {
+		t.Errorf("WriteTo after close: %v", err)
+	}
+	over := &http.Response{Body: io.NopCloser(strings.NewReader("hello!")), ContentLength: -1}
+	if err := b.fill(over, 5); !errors.Is(err, ErrResponseTooLarge) {
+		t.Errorf("6 bytes with limit 5: %v", err)
+	}
+	announced := &http.Response{Body: io.NopCloser(strings.NewReader("")), ContentLength: 6}
+	if err := b.fill(announced, 5); !errors.Is(err, ErrResponseTooLarge) {
+		t.Errorf("announced 6 with limit 5: %v", err)
+	}
+	broken := &http.Response{Body: io.NopCloser(io.MultiReader(strings.NewReader("he"), errReader{})), ContentLength: -1}
+	if err := b.fill(broken, 5); err == nil || !strings.Contains(err.Error(), "reset") {
+		t.Errorf("broken body: %v", err)
+	}
+	big := strings.Repeat("x", 300<<10)
+	if err := b.fill(&http.Response{Body: io.NopCloser(strings.NewReader(big)), ContentLength: int64(len(big))}, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(&b); len(got) != len(big) {
+		t.Errorf("read %d bytes", len(got))
+	}
+	b.Close()
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+// --- loopback tests against real servers ---
+
+func TestLoopbackLoserCancellationObserved(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-time.After(5 * time.Second):
+			io.WriteString(w, "slow")
+		}
+	}))
+	defer slow.Close()
+	var hedgeHeader atomic.Value
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hedgeHeader.Store(r.Header.Get(HedgeHeader))
+		io.WriteString(w, "fast")
+	}))
+	defer fast.Close()
+	var got atomic.Pointer[Receipt]
+	client, err := NewClient(ClientConfig{
+		Policy:    Policy{Delay: 20 * time.Millisecond},
+		Targets:   []string{slow.URL, fast.URL},
+		OnReceipt: func(_ *http.Request, r Receipt) { got.Store(&r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://replicas/item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "fast" || hedgeHeader.Load() != "1" {
+		t.Fatalf("body %q, hedge header %v", b, hedgeHeader.Load())
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow server never saw the loser's cancellation")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := got.Load()
+	if r == nil {
+		t.Fatal("no receipt")
+	}
+	checkInvariant(t, *r)
+	if r.WinnerAttempt != 1 || r.CancellationsRequested != 1 || r.CancellationsObserved != 1 {
+		t.Errorf("receipt %+v", r)
+	}
+}
+
+func TestLoopbackBodyLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.Write([]byte(strings.Repeat("y", 40<<10)))
+			w.(http.Flusher).Flush()
+			w.Write([]byte(strings.Repeat("y", 40<<10)))
+			return
+		}
+		io.WriteString(w, strings.Repeat("x", 100<<10))
+	}))
+	defer srv.Close()
+	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	for _, path := range []string{"/sized", "/chunked"} {
+		_, err = client.Get("http://x" + path)
+		if !errors.Is(err, ErrResponseTooLarge) {
+			t.Errorf("%s: err %v, want ErrResponseTooLarge", path, err)
+		}
+	}
+}
+
+func TestLoopbackRedirectRefused(t *testing.T) {
+	var followed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed.Store(true)
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	_, err = client.Get("http://x/start")
+	if !errors.Is(err, ErrRedirectRefused) || followed.Load() {
+		t.Errorf("err %v followed %v", err, followed.Load())
+	}
+}
+
+func TestLoopbackHEAD(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10000000") // the GET would be 10 MB
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	resp, err := client.Head("http://x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ContentLength != 10000000 {
+		t.Errorf("HEAD: %d, length %d", resp.StatusCode, resp.ContentLength)
+	}
+}
+
+func TestNewClientOptions(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	base := &http.Client{Transport: NewBaseTransport(), Timeout: time.Second}
+	c, err := NewClient(ClientConfig{Client: base, Targets: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.CloseIdleConnections()
+	if c.Timeout != time.Second {
+		t.Errorf("timeout %v", c.Timeout)
+	}
+	resp, err := c.Get("http://x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c2, _ := NewClient(ClientConfig{}); c2.Timeout != DefaultClientTimeout {
+		t.Errorf("default timeout %v", c2.Timeout)
+	}
+	for _, cfg := range []ClientConfig{{Timeout: -1}, {Policy: Policy{MaxAttempts: 9}}, {Targets: []string{"nope"}}} {
+		if _, err := NewClient(cfg); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("NewClient(%+v): %v", cfg, err)
+		}
+	}
+}
