@@ -1,0 +1,10 @@
+module github.com/tailgate-dev/tailgate/bench/compare
+
+go 1.26
+
+require (
+	github.com/cristalhq/hedgedhttp v0.9.2
+	github.com/tailgate-dev/tailgate v0.0.0
+)
+
+replace github.com/tailgate-dev/tailgate => ../..

@@ -1,0 +1,120 @@
+// Command tailgate is the one binary of Tailgate: it runs the hedging demo,
+// the fan-out arithmetic, and (as they land) the gateway and the lab.
+//
+// Usage:
+//
+//	tailgate <command> [flags]
+//
+// Run "tailgate help" for the list of commands and "tailgate <command> -h"
+// for each command's flags.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+var commands = []command{
+	{"demo", "run a short hedging demonstration on loopback replicas", runDemo},
+	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "tailgate: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Tailgate tames tail latency in replicated and fanned-out reads.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: tailgate <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "tailgate <command> -h" for a command's flags.`)
+}
+
+// newFlags returns a flag set that reports errors instead of exiting, with
+// a usage text headed by the command's synopsis.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("tailgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: tailgate %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and maps the outcome to an exit code: -1 to go on,
+// exitOK after -h (usage goes to stdout, so it can be paged), exitUsage
+// after a bad flag or a stray argument (reported on stderr).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return exitOK
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage
+	}
+	return -1
+}
+
+// usageError prints a flag-value error and returns exitUsage.
+func usageError(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "tailgate %s: %v\n", name, err)
+	return exitUsage
+}
