@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/cristalhq/hedgedhttp v0.9.2
 	github.com/tailgate-dev/tailgate v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 replace github.com/tailgate-dev/tailgate => ../..
