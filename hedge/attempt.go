@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"sync"
 )
 
 // Trigger says why an attempt was launched.
@@ -62,89 +61,16 @@ func IsHedge(ctx context.Context) bool {
 	return ok && a.IsHedge()
 }
 
-// canceller is the cancellation shared by the attempts of one operation. It
-// is embedded in the operation so that attempt contexts cost no allocation
-// beyond their done channel, which is made only when someone asks for it.
-type canceller struct {
-	mu     sync.Mutex
-	done   chan struct{}
-	err    error
-	afters []func()
-	store  [2]func() // backing for afters: most attempts register one
-}
-
-// closedChan is returned by Done after cancellation when no channel was made.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (c *canceller) doneChan() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		if c.err != nil {
-			return closedChan
-		}
-		c.done = make(chan struct{})
-	}
-	return c.done
-}
-
-func (c *canceller) errValue() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-// cancel cancels every attempt context of the operation; later calls do
-// nothing. Registered after-functions run synchronously, outside the lock:
-// only the context package registers them (through the unexported
-// afterFuncer interface), and what it registers is a short cancel of a
-// derived context; context.AfterFunc itself moves user functions to their
-// own goroutine.
-func (c *canceller) cancel(err error) {
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return
-	}
-	c.err = err
-	if c.done != nil {
-		close(c.done)
-	}
-	afters := c.afters
-	c.afters = nil
-	c.mu.Unlock()
-	for _, f := range afters {
-		f()
-	}
-}
-
-// afterFunc registers f to run once the operation is cancelled. It lets the
-// context package hang derived contexts (net/http derives one per round trip)
-// on an attempt context without a watcher goroutine per attempt.
-func (c *canceller) afterFunc(f func()) {
-	c.mu.Lock()
-	if c.err == nil {
-		if c.afters == nil {
-			c.afters = c.store[:0]
-		}
-		c.afters = append(c.afters, f)
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	f()
-}
-
-// attemptCtx is the context an attempt runs under: its parent's values and
-// deadline, the operation's cancellation, and the attempt's identity.
+// attemptCtx is the context an attempt runs under: the operation's
+// context (a context.WithCancel of the caller's, so the caller's values,
+// deadline and cancellation reach every attempt, and contexts derived from
+// an attempt hang directly off a standard cancelCtx) plus the attempt's
+// identity. Done and Err are the embedded context's, which keeps them
+// consistent by construction.
 type attemptCtx struct {
-	context.Context // the operation's parent context
-	c               *canceller
-	a               Attempt
+	context.Context
+	a Attempt
 }
-
-func (x *attemptCtx) Done() <-chan struct{} { return x.c.doneChan() }
-func (x *attemptCtx) Err() error            { return x.c.errValue() }
 
 func (x *attemptCtx) Value(key any) any {
 	if key == (attemptKey{}) {
@@ -152,17 +78,5 @@ func (x *attemptCtx) Value(key any) any {
 	}
 	return x.Context.Value(key)
 }
-
-// AfterFunc makes attemptCtx an afterFuncer for the context package (see
-// context.AfterFunc). The returned stop function never unregisters f: the
-// context package only calls it while tearing down a derived context, and f
-// running later against that already-cancelled context does nothing. The
-// registration lives no longer than the operation.
-func (x *attemptCtx) AfterFunc(f func()) (stop func() bool) {
-	x.c.afterFunc(f)
-	return neverStopped
-}
-
-func neverStopped() bool { return false }
 
 func (x *attemptCtx) String() string { return "hedge.attemptCtx" }

@@ -77,10 +77,11 @@ type Op[T any] struct {
 // wins and is returned; the other attempts are cancelled at once and their
 // fate is observed for the policy's ObserveWindow to complete the receipt.
 //
-// If no attempt is acceptable, Do returns the last result to arrive with an
-// error: the attempt's own error, or one wrapping ErrNotAccepted and the
-// acceptance verdict (the result is then not released: it is the caller's).
-// If ctx ends first, Do returns an error wrapping ctx's error.
+// If no attempt is acceptable, Do returns the last refused result with an
+// error wrapping ErrNotAccepted and the verdict (the result is then not
+// released: it is the caller's); a result is never displaced by a later
+// error. If every attempt failed with an error, Do returns the last one. If
+// ctx ends first, Do returns an error wrapping ctx's error.
 func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 	if op.Call == nil {
 		var zero T
@@ -118,6 +119,8 @@ func (f *funcOp[T]) release(v T) {
 	}
 }
 
+func (f *funcOp[T]) prepare(context.Context, Attempt) {}
+
 func (f *funcOp[T]) wantsReceipt() bool { return f.receipt_ != nil }
 
 func (f *funcOp[T]) receipt(r Receipt) { f.receipt_(r) }
@@ -129,6 +132,9 @@ type calls[T any] interface {
 	call(ctx context.Context, a Attempt) (T, error)
 	accept(v T, err error) error
 	release(v T)
+	// prepare is told, under the operation's lock, about an attempt about
+	// to start in its own goroutine, while the caller still owns its inputs.
+	prepare(ctx context.Context, a Attempt)
 	wantsReceipt() bool
 	receipt(r Receipt)
 }
@@ -158,7 +164,8 @@ type operation[T any] struct {
 	hooks  *hooks
 	first  int // target of the primary, without pick
 	parent context.Context
-	cancel canceller
+	ctx    context.Context    // context.WithCancel(parent): what attempts run under
+	cancel context.CancelFunc // cancels every attempt; called when the outcome is decided
 	start  time.Time
 	delay  time.Duration
 	expect time.Duration
@@ -178,6 +185,7 @@ type operation[T any] struct {
 	wake         chan struct{} // set while the caller waits
 	timer        *delayTimer
 	timerTarget  delayTarget
+	due          time.Time // when the armed delay expires
 	window       *time.Timer
 	tally        tally
 
@@ -198,16 +206,21 @@ func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hoo
 func (o *operation[T]) run() (T, error) {
 	h := o.h
 	var zero T
-	if err := o.parent.Err(); err != nil {
-		return zero, fmt.Errorf("hedge: %w", err)
-	}
 	now := time.Now()
 	o.start = now
+	if err := o.parent.Err(); err != nil {
+		// Nothing is launched, but the caller is still owed its receipt.
+		o.outcome = OutcomeCanceled
+		o.delivered = true
+		o.deliver()
+		return zero, fmt.Errorf("hedge: %w", err)
+	}
 	h.budget.Admit()
 	h.gate.rates.addOp(now)
 	o.delay, o.expect = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 
+	o.ctx, o.cancel = context.WithCancel(o.parent)
 	o.mu.Lock()
 	primary := Attempt{Trigger: TriggerPrimary}
 	target, ok := o.pick(primary)
@@ -221,22 +234,16 @@ func (o *operation[T]) run() (T, error) {
 	if o.max > 1 {
 		o.timerTarget.op = o
 		o.timer = h.delayTimer(&o.timerTarget)
+		o.due = now.Add(o.delay)
 		o.timer.t.Reset(o.delay)
 	}
 	o.mu.Unlock()
 
 	if o.hooks.inline {
-		// Nobody else watches the parent while the primary runs here.
-		var stop func() bool
-		if o.parent.Done() != nil {
-			stop = context.AfterFunc(o.parent, o.onParentDone)
-		}
+		// The parent's cancellation reaches the primary through o.ctx.
 		x := o.ctxs[0]
 		v, err := o.fn.call(x, x.a)
 		o.report(0, v, err)
-		if stop != nil {
-			stop()
-		}
 	}
 	o.wait()
 
@@ -323,7 +330,7 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	} else {
 		x = new(attemptCtx)
 	}
-	*x = attemptCtx{Context: o.parent, c: &o.cancel, a: a}
+	*x = attemptCtx{Context: o.ctx, a: a}
 	o.ctxs[i] = x
 	o.rec = append(o.rec, AttemptRecord{
 		Index:      i,
@@ -336,6 +343,7 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	o.pending++
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
 	if spawn {
+		o.fn.prepare(x, a)
 		go o.attempt(i)
 	}
 }
@@ -356,12 +364,16 @@ func (o *operation[T]) attempt(i int) {
 
 // onDelay runs when the hedge delay expires with no outcome.
 func (o *operation[T]) onDelay() {
+	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.finished {
+	// A timer re-armed while its previous firing was on its way (or handed
+	// from a finished operation to this one) may fire early: only a firing
+	// at or after the due time counts.
+	if o.finished || now.Before(o.due) {
 		return
 	}
-	o.tryHedge(TriggerDelay, time.Now())
+	o.tryHedge(TriggerDelay, now)
 }
 
 // tryHedge launches the next attempt unless a limit says no, and reports
@@ -370,11 +382,19 @@ func (o *operation[T]) onDelay() {
 // with o.mu held.
 func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	h := o.h
+	if o.parent.Err() != nil {
+		return false // the caller has left; not a suppression
+	}
 	if o.launched >= o.max {
 		o.suppress(SuppressMaxAttempts)
 		return false
 	}
-	if !o.wanted {
+	// The gate measures variability: only hedges wanted because an answer
+	// was late count towards it and wait for it. A failure is not
+	// variability, and the hedge it wants is bounded by the budget alone,
+	// so that failing over from a broken replica is never paused.
+	delayed := trig == TriggerDelay
+	if delayed && !o.wanted {
 		o.wanted = true
 		h.gate.rates.addWanted(now)
 	}
@@ -391,7 +411,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 			return false
 		}
 	}
-	if !h.gate.open(now) {
+	if delayed && !h.gate.open(now) {
 		o.suppress(SuppressGate)
 		return false
 	}
@@ -406,7 +426,8 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	}
 	o.launch(now, a, true)
 	if o.launched < o.max && o.timer != nil {
-		o.timer.t.Reset(o.delay) // the next hedge, one delay later
+		o.due = now.Add(o.delay) // the next hedge, one delay later
+		o.timer.t.Reset(o.delay)
 	}
 	return true
 }
@@ -422,6 +443,19 @@ func (o *operation[T]) report(i int, v T, err error) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
 	o.mu.Lock()
+	if !o.finished && o.parent.Err() != nil {
+		// The caller has left, and its cancellation reached this attempt
+		// (through o.ctx) before anyone decided the
+		// operation: end it now, so that this attempt and any other still
+		// running count as cancelled by the caller.
+		o.outcome = OutcomeCanceled
+		stale, release := o.takeRefused()
+		o.finish(end) // unlocks; pending still counts this attempt
+		if release {
+			o.fn.release(stale)
+		}
+		o.mu.Lock()
+	}
 	o.pending--
 	if o.finished {
 		o.late(i, v, err, end) // unlocks
@@ -452,16 +486,21 @@ func (o *operation[T]) report(i int, v T, err error) {
 		rec.Fate = FateFailed
 	}
 	o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: rec.Fate, Err: verdict})
-	stale, release := o.takeRefused()
-	o.res, o.verdict, o.haveRefused = result[T]{idx: i, v: v, err: err}, verdict, true
-	if o.parent.Err() == nil {
-		o.tryHedge(TriggerFailure, end) // failure is a reason to hedge now
+	// Keep the latest refused result to return if nothing wins, except that
+	// a result (a 503, say) is never displaced by a later error: the
+	// caller learns more from the server's answer than from a reset.
+	var stale T
+	release := false
+	if err == nil || !o.haveRefused || o.res.err != nil {
+		stale, release = o.takeRefused()
+		o.res, o.verdict, o.haveRefused = result[T]{idx: i, v: v, err: err}, verdict, true
 	}
-	if o.pending == 0 {
+	// A failure is a reason to hedge at once.
+	if o.tryHedge(TriggerFailure, end) || o.pending > 0 {
+		o.mu.Unlock()
+	} else {
 		o.outcome = OutcomeFailed
 		o.finish(end) // unlocks
-	} else {
-		o.mu.Unlock()
 	}
 	if release {
 		o.fn.release(stale)
@@ -515,7 +554,7 @@ func (o *operation[T]) finish(now time.Time) {
 		o.h.putDelayTimer(o.timer)
 		o.timer = nil
 	}
-	o.tally.requested = o.pending
+	o.tally.requested = uint8(o.pending)
 	for i := range o.launched {
 		// A loser already past the delay has taken at least that long; its
 		// elapsed time is a valid lower bound for the adaptive quantile,
@@ -536,7 +575,7 @@ func (o *operation[T]) finish(now time.Time) {
 		o.wake <- struct{}{} // buffered: never blocks
 	}
 	o.mu.Unlock()
-	o.cancel.cancel(context.Canceled)
+	o.cancel()
 	if deliver {
 		o.deliver()
 	}
@@ -551,7 +590,7 @@ func (o *operation[T]) closeWindow() {
 	}
 	o.windowClosed = true
 	o.delivered = true
-	o.tally.unobserved = o.pending
+	o.tally.unobserved = uint8(o.pending)
 	for i := range o.launched {
 		if o.rec[i].Fate == FateRunning {
 			o.rec[i].Fate = FateUnobserved
@@ -581,10 +620,8 @@ func (o *operation[T]) deliver() {
 type tally struct {
 	winnerLatency time.Duration
 	suppressed    [len(suppressNames)]uint8
-	requested     int
-	observed      int
-	late          int
-	unobserved    int
+	// At most MaxAttemptsCap each.
+	requested, observed, late, unobserved uint8
 }
 
 func (o *operation[T]) buildReceipt() Receipt {
@@ -596,10 +633,10 @@ func (o *operation[T]) buildReceipt() Receipt {
 		WinnerAttempt:          -1,
 		WinnerTarget:           -1,
 		AttemptsLaunched:       o.launched,
-		CancellationsRequested: t.requested,
-		CancellationsObserved:  t.observed,
-		LateCompletions:        t.late,
-		Unobserved:             t.unobserved,
+		CancellationsRequested: int(t.requested),
+		CancellationsObserved:  int(t.observed),
+		LateCompletions:        int(t.late),
+		Unobserved:             int(t.unobserved),
 		Attempts:               o.rec[:o.launched:o.launched],
 	}
 	for reason, n := range t.suppressed {

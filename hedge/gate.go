@@ -9,9 +9,12 @@ import (
 // Gate configures the overload gate. Hedging helps when a few attempts are
 // slow; when many are, the system is overloaded rather than variable and a
 // duplicate only adds load. The gate watches the share of operations that
-// wanted a hedge over a recent window and pauses hedging while that share is
-// above what the delay intends plus Threshold. It resumes by itself once the
-// share falls back.
+// wanted a hedge because an answer was late (the delay expired) over a
+// recent window, and pauses such hedges while that share is above what the
+// delay intends plus Threshold. It resumes by itself once the share falls
+// back. Hedges sent at once because an attempt failed are failover, not
+// variability: they neither count towards the gate nor wait for it, and
+// are bounded by the budget alone.
 type Gate struct {
 	// Threshold is the wanted-hedge share, above the share the delay itself
 	// intends, at which hedging pauses. A fixed delay intends none, so the

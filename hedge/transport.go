@@ -15,7 +15,8 @@ import (
 
 // HedgeHeader is set on every hedge attempt the Transport sends, with the
 // attempt's index (1 for the first hedge) as its value, so servers can
-// deprioritise or count duplicate work. Primaries never carry it.
+// deprioritise or count duplicate work. A primary carries it only if the
+// caller's request already did: a hedge from an earlier hop stays marked.
 const HedgeHeader = "Tailgate-Hedge"
 
 // DefaultMaxBodyBytes is the Transport's default response body limit.
@@ -53,7 +54,9 @@ type TransportConfig struct {
 
 	// Accept decides whether a complete response wins: nil means it does,
 	// an error says why not. Nil means any status below 500. If no attempt
-	// is accepted, the last response to arrive is returned as is.
+	// is accepted, the last refused response is returned as is (a server's
+	// answer is never displaced by a later transport error). Accept runs in
+	// the goroutine of the attempt it judges, possibly concurrently.
 	Accept func(*http.Response) error
 
 	// SafeMethods lists methods besides GET and HEAD that the caller
@@ -222,6 +225,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// isUpgrade reports whether h asks for a protocol switch (WebSocket, h2c).
+func isUpgrade(h http.Header) bool {
+	if len(h["Upgrade"]) > 0 {
+		return true
+	}
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
@@ -229,6 +247,11 @@ func closeBody(req *http.Request) {
 }
 
 func (t *Transport) hedgeable(req *http.Request) bool {
+	if isUpgrade(req.Header) {
+		// A protocol switch hands over the connection itself: it must not
+		// be duplicated, and its body cannot be buffered.
+		return false
+	}
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead:
 	default:
@@ -281,25 +304,41 @@ type roundTrip struct {
 	req   *http.Request
 	url0  url.URL      // the primary's; hedges allocate their own
 	body0 bufferedBody // likewise
+	// Requests of attempts that run in their own goroutine, built at
+	// launch; allocated with the first hedge.
+	prepared *[MaxAttemptsCap]preparedRequest
 }
 
-func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
+// request builds attempt a's request from the caller's. An attempt that
+// runs in its own goroutine gets its request built at launch (prepare),
+// while the caller still owns req: a loser may outlive RoundTrip, and by
+// then the caller may reuse req.
+//
+// detached says the attempt runs in its own goroutine: its request then
+// gets its own URL and header map, not the caller's.
+func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*http.Request, error) {
 	req, t := rt.req, rt.t
 	out := req.WithContext(ctx)
-	if len(t.targets) > 0 {
+	if len(t.targets) > 0 || detached {
 		u := &rt.url0
 		if a.IsHedge() {
 			u = new(url.URL)
 		}
-		rewriteURL(u, req.URL, t.targets[a.Target])
+		if len(t.targets) > 0 {
+			rewriteURL(u, req.URL, t.targets[a.Target])
+			out.Host = ""
+		} else {
+			*u = *req.URL
+		}
 		out.URL = u
-		out.Host = ""
 	}
-	if a.IsHedge() {
+	if detached {
 		out.Header = req.Header.Clone()
 		if out.Header == nil {
 			out.Header = make(http.Header, 1)
 		}
+	}
+	if a.IsHedge() {
 		out.Header.Set(HedgeHeader, strconv.Itoa(a.Index))
 	}
 	if req.Body != nil && req.Body != http.NoBody {
@@ -309,12 +348,42 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 		}
 		out.Body = body
 	}
+	return out, nil
+}
+
+// preparedRequest is a request built at launch, or why it could not be.
+type preparedRequest struct {
+	req *http.Request
+	err error
+}
+
+func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
+	if rt.prepared == nil {
+		rt.prepared = new([MaxAttemptsCap]preparedRequest)
+	}
+	req, err := rt.request(ctx, a, true)
+	rt.prepared[a.Index] = preparedRequest{req, err}
+}
+
+func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
+	var out *http.Request
+	var err error
+	if a.Index == 0 && rt.t.hooks.inline {
+		out, err = rt.request(ctx, a, false) // on the caller's goroutine
+	} else {
+		p := rt.prepared[a.Index]
+		out, err = p.req, p.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := rt.t
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
 		return nil, err
 	}
-	resp.Request = req
-	if req.Method == http.MethodHead {
+	resp.Request = rt.req
+	if out.Method == http.MethodHead {
 		return resp, nil // no body; Content-Length describes the GET
 	}
 	b := &rt.body0
