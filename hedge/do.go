@@ -87,10 +87,19 @@ func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 		var zero T
 		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalidPolicy)
 	}
-	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt}
+	f, _ := h.ops.Get().(*funcOp[T])
+	if f == nil {
+		f = new(funcOp[T])
+	}
+	f.call_, f.accept_, f.release_, f.receipt_ = op.Call, op.Accept, op.Release, op.OnReceipt
 	f.hooks = hooks{targets: op.Targets, pick: op.Pick, admit: op.Admit, inline: op.InlinePrimary}
 	f.op.init(ctx, h, f, &f.hooks, op.First)
-	return f.op.run()
+	v, err := f.op.run()
+	if f.op.reusable() {
+		*f = funcOp[T]{}
+		h.ops.Put(f)
+	}
+	return v, err
 }
 
 // funcOp adapts an Op's functions to the engine; one allocation holds both.
@@ -193,9 +202,11 @@ type operation[T any] struct {
 	// own, so an operation that never hedges stays one small allocation.
 	// Attempt contexts are handed out, so they never move; records may.
 	ctxs [MaxAttemptsCap]*attemptCtx
-	ctx0 attemptCtx
+	ctx0 *attemptCtx     // the primary's, if the owner supplies one
 	rec  []AttemptRecord // rec[i] describes attempt i
 	rec0 [1]AttemptRecord
+
+	timerStopped bool // the delay timer was stopped before it could fire
 }
 
 func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hooks, first int) {
@@ -324,10 +335,11 @@ func (o *operation[T]) pick(a Attempt) (int, bool) {
 // Called with o.mu held.
 func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	i := a.Index
-	x := &o.ctx0
+	x := o.ctx0
 	if i == 0 {
 		o.rec = o.rec0[:0]
-	} else {
+	}
+	if x == nil || i > 0 {
 		x = new(attemptCtx)
 	}
 	*x = attemptCtx{Context: o.ctx, a: a}
@@ -551,7 +563,7 @@ func (o *operation[T]) late(i int, v T, err error, end time.Time) {
 func (o *operation[T]) finish(now time.Time) {
 	o.finished = true
 	if o.timer != nil {
-		o.h.putDelayTimer(o.timer)
+		o.timerStopped = o.h.putDelayTimer(o.timer)
 		o.timer = nil
 	}
 	o.tally.requested = uint8(o.pending)
@@ -575,6 +587,13 @@ func (o *operation[T]) finish(now time.Time) {
 		o.wake <- struct{}{} // buffered: never blocks
 	}
 	o.mu.Unlock()
+	if o.outcome == OutcomeCanceled {
+		// The caller's cancellation is on its way to o.ctx (the context
+		// package propagates it to children right after closing the
+		// parent's Done). Let it arrive first, so attempts see the caller's
+		// reason (DeadlineExceeded, say) rather than our Canceled.
+		<-o.ctx.Done()
+	}
 	o.cancel()
 	if deliver {
 		o.deliver()
@@ -637,7 +656,8 @@ func (o *operation[T]) buildReceipt() Receipt {
 		CancellationsObserved:  int(t.observed),
 		LateCompletions:        int(t.late),
 		Unobserved:             int(t.unobserved),
-		Attempts:               o.rec[:o.launched:o.launched],
+		// A copy: the operation's memory may serve another operation.
+		Attempts: append([]AttemptRecord(nil), o.rec[:o.launched]...),
 	}
 	for reason, n := range t.suppressed {
 		for range n {
@@ -650,6 +670,19 @@ func (o *operation[T]) buildReceipt() Receipt {
 		r.WinnerLatency = Millis(t.winnerLatency)
 	}
 	return r
+}
+
+// reusable reports, once run has returned, whether nothing can touch the
+// operation any more, so its memory may serve another one: the primary ran
+// on the caller's goroutine, no hedge was launched, the receipt was
+// delivered there, and the delay timer was stopped before it could fire.
+// A goroutine-run primary may still be finishing its report after the
+// caller wakes, so such operations are never reused.
+func (o *operation[T]) reusable() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.hooks.inline && o.launched == 1 && o.pending == 0 && o.delivered &&
+		o.window == nil && (o.max == 1 || o.timerStopped)
 }
 
 // startOf returns when attempt i was launched.

@@ -21,6 +21,7 @@ type Hedger struct {
 	// operation, so the common path allocates as little as possible.
 	timers sync.Pool // *delayTimer, stopped
 	wakes  sync.Pool // chan struct{}, empty
+	ops    sync.Pool // *funcOp[T] that nothing references any more
 }
 
 // New returns a Hedger for p, or an error wrapping ErrInvalidPolicy that
@@ -97,11 +98,14 @@ func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
 // putDelayTimer stops d and pools it if its function is sure not to run:
 // since Go 1.23, Stop returning true guarantees that. A timer whose function
 // may be running is left to the garbage collector.
-func (h *Hedger) putDelayTimer(d *delayTimer) {
+// It reports whether the timer's function is sure not to run.
+func (h *Hedger) putDelayTimer(d *delayTimer) bool {
 	if d.t.Stop() {
 		d.target.Store(nil)
 		h.timers.Put(d)
+		return true
 	}
+	return false
 }
 
 // wakeChan returns an empty channel with room for the one wake-up.

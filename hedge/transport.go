@@ -92,7 +92,8 @@ type Transport struct {
 	accept   func(*http.Response) error
 	safe     map[string]bool
 	onRcpt   func(*http.Request, Receipt)
-	hooks    hooks // shared by every request
+	hooks    hooks     // shared by every request
+	trips    sync.Pool // *roundTrip that nothing references any more
 	nextPrim atomic.Uint64
 }
 
@@ -204,13 +205,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.hedgeable(req) {
 		return t.passThrough(req)
 	}
-	rt := &roundTrip{t: t, req: req}
+	rt, _ := t.trips.Get().(*roundTrip)
+	if rt == nil {
+		rt = new(roundTrip)
+	}
+	// What the primary hands out (its context, URL and body) lives outside
+	// the pooled state, in one allocation of its own.
+	p := new(primaryState)
+	rt.t, rt.req, rt.p = t, req, p
+	rt.op.ctx0 = &p.ctx
 	first := 0
 	if t.rotate && len(t.targets) > 1 {
 		first = int(t.nextPrim.Add(1)-1) % len(t.targets)
 	}
 	rt.op.init(req.Context(), t.h, rt, &t.hooks, first)
 	resp, err := rt.op.run()
+	if rt.op.reusable() {
+		*rt = roundTrip{}
+		t.trips.Put(rt)
+	}
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
@@ -296,17 +309,26 @@ func joinSlash(a, b string) string {
 	return strings.TrimSuffix(a, "/") + "/" + strings.TrimPrefix(b, "/")
 }
 
-// roundTrip is the state of one hedged request: the engine's operation plus
-// per-attempt URLs and body buffers, all in one allocation.
+// roundTrip is the state of one hedged request. Nothing outside references
+// it once a request that never hedged has returned, so it is pooled then;
+// everything an attempt hands out lives elsewhere.
 type roundTrip struct {
-	op    operation[*http.Response]
-	t     *Transport
-	req   *http.Request
-	url0  url.URL      // the primary's; hedges allocate their own
-	body0 bufferedBody // likewise
+	op  operation[*http.Response]
+	t   *Transport
+	req *http.Request
+	p   *primaryState
 	// Requests of attempts that run in their own goroutine, built at
 	// launch; allocated with the first hedge.
 	prepared *[MaxAttemptsCap]preparedRequest
+}
+
+// primaryState is what the primary attempt hands out, in one allocation:
+// its context (held by net/http), its URL (in its request) and its body
+// (in the response the caller gets). Hedges allocate their own.
+type primaryState struct {
+	ctx  attemptCtx
+	url  url.URL
+	body bufferedBody
 }
 
 // request builds attempt a's request from the caller's. An attempt that
@@ -320,7 +342,7 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 	req, t := rt.req, rt.t
 	out := req.WithContext(ctx)
 	if len(t.targets) > 0 || detached {
-		u := &rt.url0
+		u := &rt.p.url
 		if a.IsHedge() {
 			u = new(url.URL)
 		}
@@ -386,7 +408,7 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 	if out.Method == http.MethodHead {
 		return resp, nil // no body; Content-Length describes the GET
 	}
-	b := &rt.body0
+	b := &rt.p.body
 	if a.IsHedge() {
 		b = new(bufferedBody)
 	}

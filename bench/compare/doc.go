@@ -4,5 +4,5 @@
 // measured in one run. It is a separate module so that the comparison's
 // dependency never reaches Tailgate's own go.mod.
 //
-//	cd bench/compare && go test -run x -bench . -benchmem -count 10
+//	cd bench/compare && go test -run '^$' -bench . -benchmem -count 10
 package compare
