@@ -45,17 +45,20 @@ type Op[T any] struct {
 	First int
 
 	// Pick, when non-nil, chooses each attempt's target instead; used holds
-	// the targets of the earlier attempts. Returning false for a hedge
-	// suppresses it (SuppressNoTarget); for the primary, Do fails with
-	// ErrNoTarget. Pick is called with the operation's lock held and must
-	// not block.
+	// the targets of the earlier attempts. For a hedge it is called after
+	// the deadline, gate and budget checks, so it may take resources for
+	// the attempt. Returning false for a hedge suppresses it
+	// (SuppressNoTarget); for the primary, Do fails with ErrNoTarget. Pick
+	// is called with the operation's lock held and must not block.
 	Pick func(a Attempt, used []int) (target int, ok bool)
 
 	// Admit, when non-nil, is asked just before a hedge is launched, after
-	// every other check; false suppresses it (SuppressCapacity). It lets a
-	// caller reserve capacity, such as an attempt slot, for the hedge: the
-	// slot is then the Call's to release. The primary is not asked. Admit
-	// is called with the operation's lock held and must not block.
+	// every other check and after Pick; false suppresses it
+	// (SuppressCapacity), and then Admit must release whatever Pick took.
+	// It lets a caller reserve capacity, such as an attempt slot, for the
+	// hedge: the slot is then the Call's to release. The primary is not
+	// asked. Admit is called with the operation's lock held and must not
+	// block.
 	Admit func(a Attempt) bool
 
 	// OnReceipt, when non-nil, receives the operation's final receipt once,
@@ -148,6 +151,12 @@ type calls[T any] interface {
 	receipt(r Receipt)
 }
 
+// steering chooses targets and admits hedges for one operation.
+type steering interface {
+	Pick(a Attempt, used []int) (target int, ok bool)
+	Admit(a Attempt) bool
+}
+
 // hooks are the non-generic options of an operation; the Transport shares
 // one set between all its requests.
 type hooks struct {
@@ -171,7 +180,8 @@ type operation[T any] struct {
 	h      *Hedger
 	fn     calls[T]
 	hooks  *hooks
-	first  int // target of the primary, without pick
+	steer  steering // per-operation Pick and Admit, overriding hooks
+	first  int      // target of the primary, without pick
 	parent context.Context
 	ctx    context.Context    // context.WithCancel(parent): what attempts run under
 	cancel context.CancelFunc // cancels every attempt; called when the outcome is decided
@@ -316,12 +326,18 @@ func (o *operation[T]) takeRefused() (T, bool) {
 // pick chooses the target of attempt a. Called with o.mu held.
 func (o *operation[T]) pick(a Attempt) (int, bool) {
 	n := max(len(o.hooks.targets), 1)
-	if o.hooks.pick != nil {
+	if o.steer != nil || o.hooks.pick != nil {
 		var used [MaxAttemptsCap]int
 		for i := range o.launched {
 			used[i] = o.rec[i].Target
 		}
-		t, ok := o.hooks.pick(a, used[:o.launched])
+		var t int
+		var ok bool
+		if o.steer != nil {
+			t, ok = o.steer.Pick(a, used[:o.launched])
+		} else {
+			t, ok = o.hooks.pick(a, used[:o.launched])
+		}
 		return t, ok && t >= 0 && t < n
 	}
 	first := o.first % n
@@ -329,6 +345,15 @@ func (o *operation[T]) pick(a Attempt) (int, bool) {
 		first += n
 	}
 	return (first + a.Index) % n, true
+}
+
+// admit asks the caller's hook whether hedge a may start. Called with o.mu
+// held.
+func (o *operation[T]) admit(a Attempt) bool {
+	if o.steer != nil {
+		return o.steer.Admit(a)
+	}
+	return o.hooks.admit == nil || o.hooks.admit(a)
 }
 
 // launch records attempt a and, if spawn, starts it in a new goroutine.
@@ -411,12 +436,6 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		h.gate.rates.addWanted(now)
 	}
 	a := Attempt{Index: o.launched, Trigger: trig}
-	target, ok := o.pick(a)
-	if !ok {
-		o.suppress(SuppressNoTarget)
-		return false
-	}
-	a.Target = target
 	if !h.p.IgnoreDeadline && o.expect > 0 {
 		if dl, ok := o.parent.Deadline(); ok && dl.Sub(now) < o.expect {
 			o.suppress(SuppressDeadline)
@@ -431,7 +450,18 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		o.suppress(SuppressBudget)
 		return false
 	}
-	if o.hooks.admit != nil && !o.hooks.admit(a) {
+	// Choosing the target comes last but one, so that a picker that takes
+	// resources for the attempt (a breaker ticket, say) only does so for a
+	// hedge that every limit has let through; only Admit, the caller's own
+	// hook, can still refuse, and it releases what its pick took.
+	target, ok := o.pick(a)
+	if !ok {
+		h.budget.refund()
+		o.suppress(SuppressNoTarget)
+		return false
+	}
+	a.Target = target
+	if !o.admit(a) {
 		h.budget.refund()
 		o.suppress(SuppressCapacity)
 		return false

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // HedgeHeader is set on every hedge attempt the Transport sends, with the
@@ -196,8 +197,39 @@ func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
 	return context.WithValue(ctx, receiptKey{}, f)
 }
 
+// RequestHooks steer one request through RoundTripWith: which target each
+// attempt uses, whether a hedge may start, and what came of each attempt.
+// A reverse proxy uses them to pick replicas, hold attempt slots and feed
+// circuit breakers.
+type RequestHooks interface {
+	// Pick chooses attempt a's target (an index into the Transport's
+	// Targets); used holds the targets of the earlier attempts. For a hedge
+	// it is called after the deadline, gate and budget checks, so it may
+	// take resources for the attempt. False for the primary fails the
+	// request with ErrNoTarget; for a hedge it suppresses the hedge. Called
+	// with the request's lock held: it must not block.
+	Pick(a Attempt, used []int) (target int, ok bool)
+	// Admit is asked just before a hedge starts, after Pick; false
+	// suppresses it (SuppressCapacity), and Admit must then release what
+	// Pick took. Not asked for the primary. Must not block.
+	Admit(a Attempt) bool
+	// Done reports each attempt that started, exactly once, when its round
+	// trip and body read have ended: resp (body buffered, not to be kept)
+	// or err (a cancelled loser's is the context's error), and how long it
+	// took. It runs in the attempt's goroutine, possibly after
+	// RoundTripWith has returned.
+	Done(a Attempt, resp *http.Response, err error, elapsed time.Duration)
+}
+
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.RoundTripWith(req, nil)
+}
+
+// RoundTripWith is RoundTrip with per-request hooks; nil hooks mean the
+// Transport's defaults. Requests that are not hedged (see SafeMethods)
+// pass through without hooks.
+func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
@@ -212,8 +244,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// What the primary hands out (its context, URL and body) lives outside
 	// the pooled state, in one allocation of its own.
 	p := new(primaryState)
-	rt.t, rt.req, rt.p = t, req, p
+	rt.t, rt.req, rt.p, rt.rh = t, req, p, hooks
 	rt.op.ctx0 = &p.ctx
+	if hooks != nil {
+		rt.op.steer = hooks
+	}
 	first := 0
 	if t.rotate && len(t.targets) > 1 {
 		first = int(t.nextPrim.Add(1)-1) % len(t.targets)
@@ -316,6 +351,7 @@ type roundTrip struct {
 	op  operation[*http.Response]
 	t   *Transport
 	req *http.Request
+	rh  RequestHooks
 	p   *primaryState
 	// Requests of attempts that run in their own goroutine, built at
 	// launch; allocated with the first hedge.
@@ -388,6 +424,18 @@ func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 }
 
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
+	if rt.rh == nil {
+		return rt.send(ctx, a)
+	}
+	start := time.Now()
+	resp, err := rt.send(ctx, a)
+	rt.rh.Done(a, resp, err, time.Since(start))
+	return resp, err
+}
+
+// send performs attempt a: builds (or takes) its request, sends it, and
+// reads the body in full.
+func (rt *roundTrip) send(ctx context.Context, a Attempt) (*http.Response, error) {
 	var out *http.Request
 	var err error
 	if a.Index == 0 && rt.t.hooks.inline {
@@ -527,6 +575,14 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 	n := copy(p, b.b[b.off:])
 	b.off += n
 	return n, nil
+}
+
+// Len reports the unread bytes, so a proxy can announce Content-Length.
+func (b *bufferedBody) Len() int {
+	if b.closed {
+		return 0
+	}
+	return len(b.b) - b.off
 }
 
 // WriteTo lets io.Copy skip an intermediate buffer.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -530,4 +531,78 @@ func TestNewClientOptions(t *testing.T) {
 			t.Errorf("NewClient(%+v): %v", cfg, err)
 		}
 	}
+}
+
+// testHooks steers a request and records what RoundTripWith reports.
+type testHooks struct {
+	mu      sync.Mutex
+	picks   []string
+	admit   bool
+	done    map[int]string
+	elapsed map[int]time.Duration
+}
+
+func (h *testHooks) Pick(a Attempt, used []int) (int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.picks = append(h.picks, fmt.Sprint(a.Index, used))
+	return 1 - a.Index, true // primary to target 1, hedge to target 0
+}
+
+func (h *testHooks) Admit(a Attempt) bool { return h.admit }
+
+func (h *testHooks) Done(a Attempt, resp *http.Response, err error, elapsed time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		h.done, h.elapsed = map[int]string{}, map[int]time.Duration{}
+	}
+	if _, dup := h.done[a.Index]; dup {
+		panic("Done twice for one attempt")
+	}
+	if err != nil {
+		h.done[a.Index] = err.Error()
+	} else {
+		h.done[a.Index] = strconv.Itoa(resp.StatusCode)
+	}
+	h.elapsed[a.Index] = elapsed
+}
+
+func TestRoundTripWithHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: 2 * time.Millisecond, body: "a"}
+		b := &replica{lat: 30 * time.Millisecond, body: "b"}
+		tr, c := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*replica{"a": a, "b": b})
+		h := &testHooks{admit: true}
+		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+		resp, err := tr.RoundTripWith(req, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		synctest.Wait()
+		if string(body) != "a" || fmt.Sprint(h.picks) != "[0 [] 1 [1]]" {
+			t.Errorf("body %q picks %v: the primary goes to b, the hedge to a", body, h.picks)
+		}
+		if h.done[0] != "context canceled" || h.done[1] != "200" || h.elapsed[1] != 2*time.Millisecond || h.elapsed[0] != 12*time.Millisecond {
+			t.Errorf("Done: %v %v", h.done, h.elapsed)
+		}
+		if r := c.last(t); r.WinnerTargetName != "http://a" {
+			t.Errorf("receipt %+v", r)
+		}
+		// Admit refusing the hedge: suppressed for capacity, one Done.
+		h2 := &testHooks{admit: false}
+		req, _ = http.NewRequest(http.MethodGet, "http://x/", nil)
+		resp, err = tr.RoundTripWith(req, h2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		synctest.Wait()
+		if r := c.last(t); r.HedgesSuppressed.Capacity != 1 || len(h2.done) != 1 || h2.done[0] != "200" {
+			t.Errorf("receipt %+v, done %v", r, h2.done)
+		}
+	})
 }

@@ -33,6 +33,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"serve", "run the read gateway: a hedging reverse proxy for GET and HEAD", runServe},
 	{"demo", "run a short hedging demonstration on loopback replicas", runDemo},
 	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
 }

@@ -4,13 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the real main when re-executed by a test that needs a
+// separate process (signals), and otherwise the tests, checking for leaks.
+func TestMain(m *testing.M) {
+	if os.Getenv("TAILGATE_TEST_MAIN") == "1" {
+		os.Args = append([]string{"tailgate"}, os.Args[1:]...)
+		main()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func runCmd(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer

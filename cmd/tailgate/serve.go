@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/hedge"
+)
+
+const serveSynopsis = `Runs the read gateway: a reverse proxy for GET and HEAD that sends each
+request to a primary replica chosen by latency and, when the answer is late,
+a hedge to a different replica, keeping the first acceptable answer. Metrics
+and health checks are served on a separate admin address.
+
+  tailgate serve -backends http://127.0.0.1:8081,http://127.0.0.1:8082 \
+    -listen 127.0.0.1:8080 -admin 127.0.0.1:9090 \
+    -hedge-delay 25ms -hedge-fraction 0.1 -max-requests 128 -max-attempts 160
+
+SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
+-drain-timeout) and exits 0.`
+
+type serveFlags struct {
+	backends       string
+	listen, admin  string
+	delay          string
+	fraction       float64
+	burst          float64
+	attempts       int
+	maxRequests    int
+	maxAttempts    int
+	timeout        time.Duration
+	maxBody        int64
+	gate           float64
+	protocol       string
+	drain          time.Duration
+	maxHeaderBytes int
+	logFormat      string
+	logLevel       string
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", serveSynopsis, stderr)
+	var f serveFlags
+	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address for client traffic")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", `address for /healthz, /readyz, /metrics and /debug/replicas ("" disables)`)
+	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
+	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1]")
+	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1)")
+	fs.IntVar(&f.attempts, "hedge-max-attempts", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d)", hedge.MaxAttemptsCap))
+	fs.IntVar(&f.maxRequests, "max-requests", gateway.DefaultMaxInFlightRequests, "client requests in flight; beyond it: 503 with Retry-After")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25)")
+	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
+	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
+	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: share of late requests, above what the delay intends, at which hedging pauses, in (0, 1]")
+	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
+	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
+	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
+	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
+	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	cfg, logger, err := f.config(stderr)
+	if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	defer g.Close()
+	if err := serve(ctx, g, f, logger); err != nil {
+		logger.Error("serve failed", "err", err)
+		fmt.Fprintf(stderr, "tailgate serve: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// config turns the flags into a gateway configuration and a logger.
+func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, error) {
+	var cfg gateway.Config
+	if strings.TrimSpace(f.backends) == "" {
+		return cfg, nil, errors.New("-backends is required: comma-separated replica URLs such as http://127.0.0.1:8081,http://127.0.0.1:8082")
+	}
+	for _, b := range strings.Split(f.backends, ",") {
+		cfg.Backends = append(cfg.Backends, strings.TrimSpace(b))
+	}
+	fixed, q, err := hedge.ParseDelay(f.delay)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("-hedge-delay: %w", err)
+	}
+	budget, err := hedge.NewBudget(f.fraction, f.burst)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err)
+	}
+	if f.attempts < 1 || f.attempts > hedge.MaxAttemptsCap {
+		return cfg, nil, fmt.Errorf("-hedge-max-attempts %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
+	}
+	if !(f.gate > 0 && f.gate <= 1) {
+		return cfg, nil, fmt.Errorf("-gate-threshold %v must be within (0, 1]", f.gate)
+	}
+	cfg.Policy = hedge.Policy{
+		Delay:       fixed,
+		Adaptive:    hedge.Adaptive{Quantile: q},
+		MaxAttempts: f.attempts,
+		Budget:      budget,
+		Gate:        hedge.Gate{Threshold: f.gate},
+	}
+	switch {
+	case f.maxRequests < 1:
+		return cfg, nil, fmt.Errorf("-max-requests %d must be at least 1", f.maxRequests)
+	case f.maxAttempts < 0:
+		return cfg, nil, fmt.Errorf("-max-attempts %d must not be negative", f.maxAttempts)
+	case f.timeout <= 0:
+		return cfg, nil, fmt.Errorf("-timeout %v must be positive", f.timeout)
+	case f.maxBody <= 0:
+		return cfg, nil, fmt.Errorf("-max-response-bytes %d must be positive", f.maxBody)
+	case f.drain < 0:
+		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
+	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
+		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
+	}
+	for _, a := range []struct{ name, addr string }{{"-listen", f.listen}, {"-admin", f.admin}} {
+		if a.addr == "" && a.name == "-admin" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return cfg, nil, fmt.Errorf("%s %q: want host:port, such as 127.0.0.1:8080", a.name, a.addr)
+		}
+	}
+	if f.admin != "" && f.admin == f.listen && !strings.HasSuffix(f.listen, ":0") {
+		return cfg, nil, errors.New("-admin must differ from -listen: metrics belong on a separate listener")
+	}
+	cfg.MaxInFlightRequests = f.maxRequests
+	cfg.MaxInFlightAttempts = f.maxAttempts
+	cfg.Timeout = f.timeout
+	cfg.MaxResponseBytes = f.maxBody
+	cfg.BackendProtocol = f.protocol
+	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.Logger = logger
+	return cfg, logger, nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}
+
+// serve runs the client and admin listeners until ctx ends, then drains.
+func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", f.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second, // requests carry no body
+		WriteTimeout:      f.timeout + 5*time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    f.maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	servers := []*http.Server{srv}
+	errs := make(chan error, 2)
+	go func() { errs <- srv.Serve(ln) }()
+	logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "hedgeDelay", f.delay)
+	if f.admin != "" {
+		aln, err := net.Listen("tcp", f.admin)
+		if err != nil {
+			srv.Close()
+			<-errs
+			return fmt.Errorf("listen %s: %w", f.admin, err)
+		}
+		admin := &http.Server{Handler: g.Admin(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		servers = append(servers, admin)
+		go func() { errs <- admin.Serve(aln) }()
+		logger.Info("admin listening", "addr", aln.Addr().String())
+	}
+	select {
+	case err := <-errs:
+		for _, s := range servers {
+			s.Close()
+		}
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("draining", "timeout", f.drain)
+	drain, cancel := context.WithTimeout(context.Background(), f.drain)
+	defer cancel()
+	var drainErr error
+	for _, s := range servers {
+		if err := s.Shutdown(drain); err != nil {
+			drainErr = err
+			s.Close()
+		}
+	}
+	for range servers {
+		<-errs // http.ErrServerClosed from each Serve
+	}
+	if drainErr != nil {
+		logger.Warn("drain timed out; open connections closed", "err", drainErr)
+	} else {
+		logger.Info("drained; bye")
+	}
+	return nil
+}

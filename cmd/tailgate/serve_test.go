@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServeRejectsBadFlags(t *testing.T) {
+	ok := "http://127.0.0.1:1"
+	bad := [][]string{
+		{},
+		{"-backends", ""},
+		{"-backends", "not a url"},
+		{"-backends", "ftp://127.0.0.1:1"},
+		{"-backends", ok + "," + ok},
+		{"-backends", ok, "-hedge-fraction", "1.5"},
+		{"-backends", ok, "-hedge-fraction", "-0.1"},
+		{"-backends", ok, "-hedge-burst", "0"},
+		{"-backends", ok, "-hedge-delay", "soon"},
+		{"-backends", ok, "-hedge-max-attempts", "6"},
+		{"-backends", ok, "-max-requests", "0"},
+		{"-backends", ok, "-max-attempts", "-1"},
+		{"-backends", ok, "-timeout", "0s"},
+		{"-backends", ok, "-max-response-bytes", "0"},
+		{"-backends", ok, "-gate-threshold", "0"},
+		{"-backends", ok, "-backend-protocol", "h3"},
+		{"-backends", ok, "-listen", "nope"},
+		{"-backends", ok, "-admin", "127.0.0.1:9999", "-listen", "127.0.0.1:9999"},
+		{"-backends", ok, "-log-format", "xml"},
+		{"-backends", ok, "-log-level", "loud"},
+		{"-backends", ok, "-max-header-bytes", "10"},
+		{"-backends", ok, "extra"},
+		{"-frobnicate"},
+	}
+	for _, args := range bad {
+		code, _, stderr := runCmd(append([]string{"serve"}, args...)...)
+		if code != exitUsage || stderr == "" {
+			t.Errorf("serve %v: exit %d, stderr %q; want 2 with a message", args, code, stderr)
+		}
+	}
+	code, stdout, _ := runCmd("serve", "-h")
+	if code != exitOK || !strings.Contains(stdout, "-hedge-delay") || !strings.Contains(stdout, "-max-attempts") || !strings.Contains(stdout, "(default 128)") {
+		t.Errorf("serve -h: %d %q", code, stdout)
+	}
+}
+
+func TestServeListenErrorExits1(t *testing.T) {
+	ln := httptest.NewServer(http.NotFoundHandler()) // holds a port
+	defer ln.Close()
+	addr := strings.TrimPrefix(ln.URL, "http://")
+	code, _, stderr := runCmd("serve", "-backends", "http://127.0.0.1:1", "-listen", addr, "-admin", "")
+	if code != exitError || !strings.Contains(stderr, "listen") {
+		t.Errorf("exit %d stderr %q", code, stderr)
+	}
+}
+
+// TestServeDrainsOnSIGTERM runs the real binary (this test executable
+// re-executed as main), sends SIGTERM while a request is in flight, and
+// expects that request answered and a clean exit.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		time.Sleep(300 * time.Millisecond)
+		io.WriteString(w, "finished")
+	}))
+	defer backend.Close()
+	cmd := exec.Command(os.Args[0], "serve", "-backends", backend.URL, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0",
+		"-hedge-max-attempts", "1", "-drain-timeout", "5s")
+	cmd.Env = append(os.Environ(), "TAILGATE_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// slog's text format: msg="gateway listening" addr=127.0.0.1:port
+	addrRe := regexp.MustCompile(`msg="gateway listening" addr=(\S+)`)
+	found := make(chan string, 1)
+	var logTail strings.Builder
+	var logMu sync.Mutex
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		for lines.Scan() {
+			logMu.Lock()
+			logTail.WriteString(lines.Text() + "\n")
+			logMu.Unlock()
+			if m := addrRe.FindStringSubmatch(lines.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-found:
+	case <-time.After(10 * time.Second):
+		logMu.Lock()
+		defer logMu.Unlock()
+		t.Fatalf("no listening line within 10s in:\n%s", logTail.String())
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	answer := make(chan string, 1)
+	go func() {
+		resp, err := client.Get("http://" + addr + "/work")
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		answer <- resp.Status + " " + string(b)
+	}()
+	<-arrived
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answer; got != "200 OK finished" {
+		t.Errorf("in-flight request: %q, want it finished despite the SIGTERM", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logMu.Lock()
+			t.Errorf("exit: %v\n%s", err, logTail.String())
+			logMu.Unlock()
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway did not exit after draining")
+	}
+	if _, err := client.Get("http://" + addr + "/after"); err == nil {
+		t.Error("gateway still accepts requests after exiting")
+	}
+}

@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// Admin returns the handler for the admin listener, which belongs on an
+// address of its own, away from client traffic:
+//
+//	/healthz         200 while the process serves (liveness only)
+//	/readyz          200 when at least one replica would take a request, else 503
+//	/metrics         Prometheus text format
+//	/debug/replicas  JSON: each replica's breaker, latency and counts, and the hedger's state
+func (g *Gateway) Admin() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if n := g.set.Available(time.Now()); n == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("no replica available\n"))
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /debug/replicas", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(g.Debug(time.Now()))
+	})
+	return mux
+}
+
+// DebugState is what /debug/replicas shows.
+type DebugState struct {
+	Replicas []replica.State `json:"replicas"`
+	Hedge    HedgeState      `json:"hedge"`
+	InFlight InFlight        `json:"inFlight"`
+}
+
+// HedgeState is the hedging engine's shared state.
+type HedgeState struct {
+	DelayMs        float64 `json:"delayMs"`
+	ExpectedMs     float64 `json:"expectedMs"`
+	Credits        float64 `json:"budgetCredits"`
+	GateOpen       bool    `json:"gateOpen"`
+	WindowRequests int64   `json:"windowRequests"`
+	WindowWanted   int64   `json:"windowWantedHedges"`
+}
+
+// InFlight reports the two limits and their use.
+type InFlight struct {
+	Requests    int64 `json:"requests"`
+	MaxRequests int64 `json:"maxRequests"`
+	Attempts    int64 `json:"attempts"`
+	MaxAttempts int64 `json:"maxAttempts"`
+}
+
+// Debug returns the gateway's state at now.
+func (g *Gateway) Debug(now time.Time) DebugState {
+	st := g.hedger.StatsAt(now)
+	return DebugState{
+		Replicas: g.set.Snapshot(now),
+		Hedge: HedgeState{
+			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
+			GateOpen: st.GateOpen, WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
+		},
+		InFlight: InFlight{
+			Requests: g.requests.inUse(), MaxRequests: g.requests.max,
+			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max,
+		},
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// Metrics returns the gateway's metrics.
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+var _ hedge.RequestHooks = (*exchange)(nil)

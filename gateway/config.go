@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// ErrInvalid wraps every configuration error of New.
+var ErrInvalid = errors.New("gateway: invalid configuration")
+
+// Defaults of a Config.
+const (
+	DefaultMaxInFlightRequests = 128
+	DefaultTimeout             = 10 * time.Second
+	DefaultMaxResponseBytes    = 1 << 20
+)
+
+// Backend protocols.
+const (
+	ProtocolHTTP1 = "http1" // HTTP/1.1 with a keep-alive pool
+	ProtocolH2C   = "h2c"   // HTTP/2 without TLS: cancelling a loser resets one stream, not a connection
+)
+
+// Config configures a Gateway. Only Backends is required.
+type Config struct {
+	// Backends are the base URLs of the equivalent replicas: http, a
+	// host, no query; at least one, no duplicates. A hedge always goes to
+	// a different replica than the attempts before it while one is left.
+	Backends []string
+
+	// Policy is the hedging policy. The zero Policy hedges after an
+	// adaptive delay (p95 of recent latencies), at most one hedge per
+	// request, within a budget of 10% extra attempts (burst 10), with the
+	// overload gate on.
+	Policy hedge.Policy
+
+	// MaxInFlightRequests bounds client requests being served; beyond it a
+	// request is refused at once with 503 and Retry-After. Default 128.
+	MaxInFlightRequests int
+
+	// MaxInFlightAttempts bounds backend attempts (primaries and hedges)
+	// in flight. A request whose primary finds no free slot gets 503; a
+	// hedge that finds none is not sent (counted as suppressed for
+	// capacity). Default MaxInFlightRequests + MaxInFlightRequests/4.
+	MaxInFlightAttempts int
+
+	// Timeout bounds each request, hedges included; past it the client
+	// gets 504. Default 10s.
+	Timeout time.Duration
+
+	// MaxResponseBytes bounds each backend response body; a larger one is
+	// not forwarded, the client gets 502. Responses are buffered whole so
+	// that a response cut short can never win. Default 1 MiB.
+	MaxResponseBytes int64
+
+	// BackendProtocol is ProtocolHTTP1 (default) or ProtocolH2C.
+	BackendProtocol string
+
+	// Base sends each backend attempt. Nil means a transport built from
+	// the limits above: a keep-alive pool of MaxInFlightAttempts idle
+	// connections per replica, 2s to connect, no proxy, no transparent
+	// decompression. Tests inject their own.
+	Base http.RoundTripper
+
+	// Replica configures breakers and latency tracking.
+	Replica replica.Config
+
+	// Logger receives warnings (failed requests) and debug lines. Nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Backends) == 0 {
+		return c, fmt.Errorf("%w: no backends", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for _, b := range c.Backends {
+		u, err := hedge.ParseTarget(b)
+		if err != nil {
+			return c, fmt.Errorf("%w: backend %q: %w", ErrInvalid, b, err)
+		}
+		if seen[u.String()] {
+			return c, fmt.Errorf("%w: duplicate backend %q", ErrInvalid, b)
+		}
+		seen[u.String()] = true
+	}
+	if c.MaxInFlightRequests == 0 {
+		c.MaxInFlightRequests = DefaultMaxInFlightRequests
+	}
+	if c.MaxInFlightRequests < 1 {
+		return c, fmt.Errorf("%w: max in-flight requests %d must be at least 1", ErrInvalid, c.MaxInFlightRequests)
+	}
+	if c.MaxInFlightAttempts == 0 {
+		c.MaxInFlightAttempts = c.MaxInFlightRequests + c.MaxInFlightRequests/4
+	}
+	if c.MaxInFlightAttempts < 1 {
+		return c, fmt.Errorf("%w: max in-flight attempts %d must be at least 1", ErrInvalid, c.MaxInFlightAttempts)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("%w: negative timeout %v", ErrInvalid, c.Timeout)
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxResponseBytes < 0 {
+		return c, fmt.Errorf("%w: negative response limit %d", ErrInvalid, c.MaxResponseBytes)
+	}
+	switch c.BackendProtocol {
+	case "":
+		c.BackendProtocol = ProtocolHTTP1
+	case ProtocolHTTP1, ProtocolH2C:
+	default:
+		return c, fmt.Errorf("%w: backend protocol %q: want %s or %s", ErrInvalid, c.BackendProtocol, ProtocolHTTP1, ProtocolH2C)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// newBase builds the backend transport for c.
+func newBase(c Config) *http.Transport {
+	t := hedge.NewBaseTransport()
+	t.Proxy = nil               // replicas are addressed directly
+	t.DisableCompression = true // forward Accept-Encoding and bodies untouched
+	t.MaxIdleConns = c.MaxInFlightAttempts * len(c.Backends)
+	t.MaxIdleConnsPerHost = c.MaxInFlightAttempts
+	t.ResponseHeaderTimeout = c.Timeout
+	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if c.BackendProtocol == ProtocolH2C {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	}
+	return t
+}

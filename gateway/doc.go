@@ -1,0 +1,22 @@
+// Package gateway is a reverse proxy for reads across equivalent replicas,
+// built on the hedging engine: each GET or HEAD goes to a primary chosen by
+// latency, and when its answer is late a hedge goes to a different replica;
+// the first acceptable answer (status below 500, body complete and within
+// the size limit) is returned and the loser is cancelled.
+//
+// Duplicate work cannot run away: the hedge budget, the overload gate, a
+// non-blocking limit on requests in flight (beyond it: 503 with
+// Retry-After) and on backend attempts in flight (a hedge without a free
+// slot is not sent), and a circuit breaker per replica whose generations
+// keep a late loser's outcome from moving it.
+//
+// The proxy refuses what it must not forward: methods other than GET and
+// HEAD (405 with Allow), requests with a body, absolute-form targets (400).
+// Paths and queries are forwarded byte for byte; hop-by-hop headers,
+// including those named in Connection, are stripped both ways; the
+// X-Forwarded-For, -Host and -Proto headers are set. The backend is chosen
+// only from configuration.
+//
+// Admin returns the admin handler for a separate listener: /healthz,
+// /readyz, /metrics (Prometheus) and /debug/replicas.
+package gateway

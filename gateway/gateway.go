@@ -1,0 +1,329 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// Gateway is an http.Handler that proxies reads to replicas with hedging.
+// Create it with New; it is safe for concurrent use.
+type Gateway struct {
+	cfg       Config
+	set       *replica.Set
+	hedger    *hedge.Hedger
+	transport *hedge.Transport
+	base      http.RoundTripper
+	requests  limiter
+	attempts  limiter
+	metrics   *Metrics
+	log       *slog.Logger
+	exchanges sync.Pool // *exchange
+}
+
+// New validates cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g.requests.max = int64(cfg.MaxInFlightRequests)
+	g.attempts.max = int64(cfg.MaxInFlightAttempts)
+	g.metrics = newMetrics(g)
+	policy := cfg.Policy
+	policy.Observer = chainObservers(g.metrics, policy.Observer)
+	if g.hedger, err = hedge.New(policy); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	g.base = cfg.Base
+	if g.base == nil {
+		g.base = newBase(cfg)
+	}
+	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
+		Base:         g.base,
+		Hedger:       g.hedger,
+		Targets:      cfg.Backends,
+		MaxBodyBytes: cfg.MaxResponseBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if g.set, err = replica.New(cfg.Backends, cfg.Replica); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return g, nil
+}
+
+// Close releases idle backend connections.
+func (g *Gateway) Close() {
+	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// Hedger returns the hedging engine the gateway uses.
+func (g *Gateway) Hedger() *hedge.Hedger { return g.hedger }
+
+// Replicas returns the replica set.
+func (g *Gateway) Replicas() *replica.Set { return g.set }
+
+// ServeHTTP proxies one read.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	code := g.serve(w, r)
+	g.metrics.observeRequest(code, time.Since(start))
+}
+
+// Rejection reasons, as counted in tailgate_rejections_total.
+const (
+	rejectRequests = "max_requests"
+	rejectAttempts = "max_attempts"
+	rejectMethod   = "method"
+	rejectBody     = "body"
+	rejectTarget   = "target"
+)
+
+// serve handles r and returns the status written, or 0 when the client left
+// before an answer.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
+	if !g.requests.tryAcquire() {
+		g.metrics.reject(rejectRequests)
+		w.Header().Set("Retry-After", "1")
+		return writeError(w, http.StatusServiceUnavailable, "overloaded: too many requests in flight")
+	}
+	defer g.requests.release()
+
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	default:
+		g.metrics.reject(rejectMethod)
+		w.Header().Set("Allow", "GET, HEAD")
+		return writeError(w, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
+	}
+	// Only origin-form targets ("/path?query"): an absolute-form or
+	// authority-form target must never choose where the request goes.
+	if !strings.HasPrefix(r.RequestURI, "/") {
+		g.metrics.reject(rejectTarget)
+		return writeError(w, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
+	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		g.metrics.reject(rejectBody)
+		return writeError(w, http.StatusBadRequest, "requests with a body are not proxied: reads only")
+	}
+	if !g.attempts.tryAcquire() {
+		g.metrics.reject(rejectAttempts)
+		w.Header().Set("Retry-After", "1")
+		return writeError(w, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Timeout)
+	defer cancel()
+	x := g.exchange()
+	out := r.WithContext(ctx)
+	out.URL = x.target(r)
+	out.Header = forwardedHeaders(r)
+	out.Host = ""
+	out.RequestURI = ""
+	out.Body = http.NoBody
+	out.ContentLength = 0
+	out.Close = false
+
+	resp, err := g.transport.RoundTripWith(out, x)
+	if err == nil {
+		defer resp.Body.Close()
+		x.unref()
+		return g.writeResponse(w, r, resp)
+	}
+	if errors.Is(err, hedge.ErrNoTarget) {
+		// The primary never started: its slot and reference are ours.
+		g.attempts.release()
+		x.unref()
+		x.unref()
+		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
+	}
+	x.unref()
+	switch {
+	case r.Context().Err() != nil:
+		g.log.Debug("client left", "path", r.URL.Path, "err", err)
+		return 0
+	case errors.Is(err, context.DeadlineExceeded):
+		g.log.Warn("request timed out", "path", r.URL.Path, "timeout", g.cfg.Timeout)
+		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+g.cfg.Timeout.String())
+	case errors.Is(err, hedge.ErrResponseTooLarge):
+		g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes)
+		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes")
+	default:
+		g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err)
+		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err))
+	}
+}
+
+// writeResponse forwards a buffered backend response.
+func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *http.Response) int {
+	h := w.Header()
+	copyEndToEnd(h, resp.Header)
+	if r.Method != http.MethodHead {
+		// The body is buffered whole: its length is known.
+		if n, ok := resp.Body.(interface{ Len() int }); ok {
+			h["Content-Length"] = []string{strconv.Itoa(n.Len())}
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	if r.Method != http.MethodHead {
+		if _, err := io.Copy(w, resp.Body); err != nil {
+			g.log.Debug("writing response", "path", r.URL.Path, "err", err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// cause names the innermost reason of err, without the layers of context
+// that wrap it on the way out.
+func cause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
+
+// writeError writes a short JSON error and returns code.
+func writeError(w http.ResponseWriter, code int, msg string) int {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	w.Write(append(b, '\n'))
+	return code
+}
+
+// limiter is a non-blocking counting semaphore.
+type limiter struct {
+	n   atomic.Int64
+	max int64
+}
+
+func (l *limiter) tryAcquire() bool {
+	if l.n.Add(1) > l.max {
+		l.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limiter) release()     { l.n.Add(-1) }
+func (l *limiter) inUse() int64 { return l.n.Load() }
+
+// exchange is one proxied request as the hedging engine sees it: it picks
+// replicas, holds their breaker tickets and attempt slots, and feeds each
+// attempt's outcome back. It lives until the handler and every attempt
+// are done with it, then returns to the pool.
+type exchange struct {
+	g       *Gateway
+	url     url.URL
+	tickets [hedge.MaxAttemptsCap]replica.Ticket
+	refs    atomic.Int32 // the handler and each attempt still running
+}
+
+func (g *Gateway) exchange() *exchange {
+	x, _ := g.exchanges.Get().(*exchange)
+	if x == nil {
+		x = &exchange{g: g}
+	}
+	x.refs.Store(2) // the handler and the primary
+	return x
+}
+
+func (x *exchange) unref() {
+	if x.refs.Add(-1) == 0 {
+		x.url = url.URL{}
+		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
+		x.g.exchanges.Put(x)
+	}
+}
+
+// target returns the URL to forward r to: its path and query byte for
+// byte, as the client sent them (the scheme and host are the replica's,
+// set per attempt).
+func (x *exchange) target(r *http.Request) *url.URL {
+	path, query, hasQuery := strings.Cut(r.RequestURI, "?")
+	forceQuery := hasQuery && query == "" // keep a bare "?"
+	if strings.HasPrefix(path, "//") {
+		// An opaque "//x" would read as a host; keep the parsed form.
+		x.url = url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: query, ForceQuery: forceQuery}
+		return &x.url
+	}
+	x.url = url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
+	return &x.url
+}
+
+// Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
+// replica no earlier attempt used.
+func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
+	now := time.Now()
+	var i int
+	var t replica.Ticket
+	var ok bool
+	if a.Index == 0 {
+		i, t, ok = x.g.set.PickPrimary(now)
+	} else {
+		i, t, ok = x.g.set.PickAlternate(now, used)
+	}
+	if ok {
+		x.tickets[a.Index] = t
+	}
+	return i, ok
+}
+
+// Admit implements hedge.RequestHooks: a hedge needs a free attempt slot.
+func (x *exchange) Admit(a hedge.Attempt) bool {
+	if !x.g.attempts.tryAcquire() {
+		x.g.set.Done(x.tickets[a.Index], replica.Canceled, time.Now())
+		return false
+	}
+	x.refs.Add(1)
+	return true
+}
+
+// Done implements hedge.RequestHooks: the attempt's outcome goes to its
+// replica's breaker and latency, and its slot is freed.
+func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, _ time.Duration) {
+	x.g.set.Done(x.tickets[a.Index], outcome(resp, err), time.Now())
+	x.g.attempts.release()
+	x.unref()
+}
+
+// outcome classifies an attempt for the breaker: transport errors and 5xx
+// are failures, a cancellation (a lost race, a client gone, a deadline) is
+// neutral, anything else (a too-large body included: the replica answered)
+// is a success.
+func outcome(resp *http.Response, err error) replica.Outcome {
+	switch {
+	case err == nil && resp.StatusCode >= 500:
+		return replica.Failure
+	case err == nil, errors.Is(err, hedge.ErrResponseTooLarge):
+		return replica.Success
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return replica.Canceled
+	}
+	return replica.Failure
+}

@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// Metrics holds the gateway's Prometheus series in a registry of its own.
+// The hot path only increments pre-resolved children; gauges of state
+// (breakers, delay, in-flight) are read at scrape time.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	requests    *prometheus.CounterVec
+	byCode      map[int]prometheus.Counter // pre-resolved common codes
+	latency     prometheus.Histogram
+	attempts    *prometheus.CounterVec
+	primaries   prometheus.Counter
+	hedges      prometheus.Counter
+	hedgeWins   prometheus.Counter
+	suppressed  map[hedge.SuppressReason]prometheus.Counter
+	rejections  *prometheus.CounterVec
+	rejected    map[string]prometheus.Counter
+	late        prometheus.Counter
+	cancelsSeen prometheus.Counter
+}
+
+// Registry returns the registry holding the gateway's series.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+func newMetrics(g *Gateway) *Metrics {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_requests_total",
+		Help: "Client requests answered, by HTTP status code (code 0: the client left first).",
+	}, []string{"code"})
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tailgate_request_duration_seconds",
+		Help:    "Time from receiving a client request to its answer, hedges included.",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10},
+	})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_attempts_total",
+		Help: "Backend attempts started, by role: primary or hedge.",
+	}, []string{"role"})
+	m.hedgeWins = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_hedge_wins_total",
+		Help: "Requests answered by a hedge rather than the primary.",
+	})
+	suppressed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_hedges_suppressed_total",
+		Help: "Hedges wanted but not sent, by reason: budget, gate, deadline, maxAttempts, noTarget, capacity.",
+	}, []string{"reason"})
+	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_rejections_total",
+		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target.",
+	}, []string{"reason"})
+	m.late = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_late_completions_total",
+		Help: "Losing attempts whose work completed after the winner (within the observation window).",
+	})
+	m.cancelsSeen = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_cancellations_observed_total",
+		Help: "Losing attempts seen to stop after being cancelled.",
+	})
+	m.byCode = map[int]prometheus.Counter{}
+	for _, c := range []int{0, 200, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405, 429, 500, 502, 503, 504} {
+		m.byCode[c] = m.requests.WithLabelValues(strconv.Itoa(c))
+	}
+	m.primaries = m.attempts.WithLabelValues("primary")
+	m.hedges = m.attempts.WithLabelValues("hedge")
+	m.suppressed = map[hedge.SuppressReason]prometheus.Counter{}
+	for _, r := range hedge.SuppressReasons {
+		m.suppressed[r] = suppressed.WithLabelValues(r.String())
+	}
+	m.rejected = map[string]prometheus.Counter{}
+	for _, r := range []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget} {
+		m.rejected[r] = m.rejections.WithLabelValues(r)
+	}
+	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
+		m.late, m.cancelsSeen, &stateCollector{g: g})
+	return m
+}
+
+func (m *Metrics) observeRequest(code int, d time.Duration) {
+	c, ok := m.byCode[code]
+	if !ok {
+		c = m.requests.WithLabelValues(strconv.Itoa(code))
+	}
+	c.Inc()
+	m.latency.Observe(d.Seconds())
+}
+
+func (m *Metrics) reject(reason string) { m.rejected[reason].Inc() }
+
+// Observe implements hedge.Observer.
+func (m *Metrics) Observe(e hedge.Event) {
+	switch e.Kind {
+	case hedge.EventLaunch:
+		if e.Attempt.IsHedge() {
+			m.hedges.Inc()
+		} else {
+			m.primaries.Inc()
+		}
+	case hedge.EventWin:
+		if e.Attempt.IsHedge() {
+			m.hedgeWins.Inc()
+		}
+	case hedge.EventSuppress:
+		if c, ok := m.suppressed[e.Reason]; ok {
+			c.Inc()
+		}
+	case hedge.EventReport:
+		switch e.Fate {
+		case hedge.FateLate:
+			m.late.Inc()
+		case hedge.FateCanceled:
+			m.cancelsSeen.Inc()
+		}
+	}
+}
+
+// stateCollector reports gauges read from the gateway's state at scrape
+// time, so the request path never touches them.
+type stateCollector struct{ g *Gateway }
+
+var (
+	descBreaker = prometheus.NewDesc("tailgate_breaker_state",
+		"Circuit breaker state per replica: 0 closed, 1 half-open, 2 open.", []string{"replica"}, nil)
+	descEWMA = prometheus.NewDesc("tailgate_replica_latency_ewma_seconds",
+		"Peak-EWMA latency per replica, used to choose primaries.", []string{"replica"}, nil)
+	descReplicaInFlight = prometheus.NewDesc("tailgate_replica_in_flight",
+		"Attempts in flight per replica.", []string{"replica"}, nil)
+	descDelay = prometheus.NewDesc("tailgate_hedge_delay_seconds",
+		"Hedge delay new requests use now.", nil, nil)
+	descCredits = prometheus.NewDesc("tailgate_hedge_budget_credits",
+		"Hedges the duplicate-work budget would allow right now.", nil, nil)
+	descGate = prometheus.NewDesc("tailgate_hedge_gate_open",
+		"1 while the overload gate lets late-answer hedges through, 0 while it pauses them.", nil, nil)
+	descInFlight = prometheus.NewDesc("tailgate_in_flight",
+		"Client requests and backend attempts in flight, against their limits.", []string{"kind"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descGate, descInFlight} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, s := range c.g.set.Snapshot(now) {
+		state := 0.0
+		switch s.Breaker {
+		case replica.HalfOpen:
+			state = 1
+		case replica.Open:
+			state = 2
+		}
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, state, s.Name)
+		ch <- prometheus.MustNewConstMetric(descEWMA, prometheus.GaugeValue, s.EWMA.Seconds(), s.Name)
+		ch <- prometheus.MustNewConstMetric(descReplicaInFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+	}
+	st := c.g.hedger.StatsAt(now)
+	gate := 0.0
+	if st.GateOpen {
+		gate = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, st.Delay.Seconds())
+	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, st.Credits)
+	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, gate)
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.requests.inUse()), "requests")
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.attempts.inUse()), "attempts")
+}
+
+// observers fans events out to several observers.
+type observers []hedge.Observer
+
+func (o observers) Observe(e hedge.Event) {
+	for _, x := range o {
+		x.Observe(e)
+	}
+}
+
+// chainObservers returns an observer calling first and then extra, if any.
+func chainObservers(first hedge.Observer, extra hedge.Observer) hedge.Observer {
+	if extra == nil {
+		return first
+	}
+	return observers{first, extra}
+}

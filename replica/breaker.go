@@ -1,0 +1,326 @@
+package replica
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// BreakerState is the state of a replica's circuit breaker.
+type BreakerState uint8
+
+// Breaker states.
+const (
+	// Closed admits every request and counts consecutive failures.
+	Closed BreakerState = iota
+	// Open rejects every request until its cooldown is over.
+	Open
+	// HalfOpen admits a single probe at a time; its outcome closes or
+	// reopens the breaker.
+	HalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (b BreakerState) String() string {
+	switch b {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return "BreakerState(" + strconv.Itoa(int(b)) + ")"
+}
+
+// MarshalText encodes the state as its String, so JSON shows "half-open"
+// rather than 2.
+func (b BreakerState) MarshalText() ([]byte, error) {
+	if b > HalfOpen {
+		return nil, fmt.Errorf("replica: unknown breaker state %d", uint8(b))
+	}
+	return []byte(b.String()), nil
+}
+
+// UnmarshalText decodes what MarshalText produces, for clients of the admin
+// view.
+func (b *BreakerState) UnmarshalText(text []byte) error {
+	for s := Closed; s <= HalfOpen; s++ {
+		if string(text) == s.String() {
+			*b = s
+			return nil
+		}
+	}
+	return fmt.Errorf("replica: unknown breaker state %q", text)
+}
+
+// Outcome is how an attempt ended, as far as the replica's health goes.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// Success is a usable answer (an HTTP status below 500).
+	Success Outcome = iota
+	// Failure is a transport error or a 5xx.
+	Failure
+	// Canceled means the attempt was cancelled (it lost a hedge race, or
+	// the client left). It says nothing about the replica, so it is neutral
+	// for the breaker and carries no latency sample: the time it took was
+	// cut short by us.
+	Canceled
+)
+
+// String returns "success", "failure" or "canceled".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Canceled:
+		return "canceled"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// The breaker's state word: generation, probe bit and state in one uint64,
+// so that a pick reads all three in one atomic load and claims the probe
+// slot, or moves an open breaker to half-open, with one compare-and-swap.
+const (
+	stateMask = 0b11
+	probeBit  = 0b100
+	genShift  = 3
+)
+
+func pack(gen uint64, st BreakerState, probe bool) uint64 {
+	w := gen<<genShift | uint64(st)
+	if probe {
+		w |= probeBit
+	}
+	return w
+}
+
+func genOf(w uint64) uint64         { return w >> genShift }
+func stateOf(w uint64) BreakerState { return BreakerState(w & stateMask) }
+func probeOut(w uint64) bool        { return w&probeBit != 0 }
+
+// Ticket is handed out with each pick and given back with Done. It records
+// the replica, the breaker generation at pick time, whether the attempt is
+// the half-open probe, and when the attempt started. It is a small value:
+// copying it is free and it never allocates. The zero Ticket stands for no
+// attempt; Done ignores it.
+type Ticket struct {
+	start int64  // ns since the Set's epoch
+	gen   uint64 // breaker generation when picked
+	rep   uint32 // replica index + 1; 0 in the zero Ticket
+	probe bool
+}
+
+// Replica returns the index of the replica the ticket is for, or -1 for the
+// zero Ticket.
+func (t Ticket) Replica() int { return int(t.rep) - 1 }
+
+// Generation returns the breaker generation the ticket was taken in. Its
+// outcome can move the breaker only while that generation is current.
+func (t Ticket) Generation() uint64 { return t.gen }
+
+// Probe reports whether the ticket is the single probe of a half-open
+// breaker: its outcome decides whether the breaker closes or reopens.
+func (t Ticket) Probe() bool { return t.probe }
+
+// admits reports whether r would admit a request at off (ns since epoch),
+// and whether that request would be the breaker's probe. It changes
+// nothing; admit does.
+func (r *replica) admits(off int64) (ok, probe bool) {
+	w := r.word.Load()
+	switch stateOf(w) {
+	case Closed:
+		return true, false
+	case Open:
+		return off >= r.openUntil.Load(), true
+	default:
+		return !probeOut(w), true
+	}
+}
+
+// admit takes a ticket for replica i at off if its breaker admits a request:
+// always when closed; when open and the cooldown is over, by moving it to
+// half-open (a new generation) and taking the probe slot; when half-open and
+// the probe slot is free, by taking it. The compare-and-swap makes two
+// concurrent picks unable to both take the probe.
+func (s *Set) admit(i int, off int64) (Ticket, bool) {
+	r := &s.reps[i]
+	for {
+		w := r.word.Load()
+		gen, probe := genOf(w), false
+		switch stateOf(w) {
+		case Closed:
+		case Open:
+			if off < r.openUntil.Load() {
+				return Ticket{}, false
+			}
+			gen++
+			if !r.word.CompareAndSwap(w, pack(gen, HalfOpen, true)) {
+				continue
+			}
+			probe = true
+		default:
+			if probeOut(w) {
+				return Ticket{}, false
+			}
+			if !r.word.CompareAndSwap(w, w|probeBit) {
+				continue
+			}
+			probe = true
+		}
+		r.inflight.Add(1)
+		r.picks.Add(1)
+		return Ticket{start: off, gen: gen, rep: uint32(i) + 1, probe: probe}, true
+	}
+}
+
+// Done returns the ticket of a finished attempt with its outcome, at time
+// now. It always decrements the replica's in-flight count and counts the
+// outcome. Success and Failure feed now minus the ticket's start into the
+// replica's peak-EWMA latency, even when stale: a late hedge loser's latency
+// is real. The breaker moves only if the ticket's generation is still
+// current; a stale outcome (an attempt picked before the breaker last
+// changed state) is counted as stale and otherwise ignored, so a slow loser
+// cannot reopen a breaker that a probe just closed, nor close one that
+// failures just opened. In the closed state a Success resets the count of
+// consecutive failures and a Failure adds to it, opening the breaker at
+// the threshold. The probe's Success closes the breaker, its Failure
+// reopens it with a doubled cooldown, and its Canceled frees the probe slot
+// for the next pick.
+//
+// Done on the zero Ticket does nothing. Every other ticket must be given
+// back exactly once (defer it): a ticket never returned leaves the replica
+// looking busy forever, and for a probe keeps the breaker half-open with
+// its slot taken; a ticket returned twice corrupts the in-flight count and,
+// if it was a cancelled probe, may decide the next probe's fate. Done
+// panics for an unknown Outcome or a ticket of another Set.
+func (s *Set) Done(t Ticket, o Outcome, now time.Time) {
+	if t.rep == 0 {
+		return
+	}
+	if o > Canceled {
+		panic(fmt.Sprintf("replica: Done with unknown outcome %d", uint8(o)))
+	}
+	i := int(t.rep) - 1
+	if i >= len(s.reps) {
+		panic(fmt.Sprintf("replica: Done with a ticket for replica %d of a set of %d", i, len(s.reps)))
+	}
+	r := &s.reps[i]
+	off := s.offset(now)
+	switch o {
+	case Success:
+		r.successes.Add(1)
+	case Failure:
+		r.failures.Add(1)
+	default:
+		r.canceled.Add(1)
+	}
+	r.inflight.Add(-1)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rtt := float64(max(off-t.start, 0))
+	if o != Canceled {
+		s.observe(r, rtt, off)
+	} else if rtt > s.ewmaAt(r, off) {
+		// A cancelled attempt took at least rtt. Counting that lower bound
+		// keeps a replica whose every attempt hangs until a hedge wins from
+		// looking fast (its latency would otherwise never be sampled);
+		// below the current estimate, the bound says nothing new.
+		s.observe(r, rtt, off)
+	}
+	w := r.word.Load()
+	if genOf(w) != t.gen {
+		r.stale.Add(1)
+		return
+	}
+	gen := genOf(w)
+	switch stateOf(w) {
+	case Closed:
+		switch o {
+		case Success:
+			r.consecutive = 0
+		case Failure:
+			r.consecutive++
+			if r.consecutive >= s.cfg.FailureThreshold {
+				s.open(r, w, off)
+			}
+		}
+	case HalfOpen:
+		// A current ticket in half-open is the probe: non-probe tickets are
+		// only handed out while closed, and every change of state starts a
+		// new generation.
+		switch o {
+		case Success:
+			r.consecutive = 0
+			r.cooldown = s.cfg.Cooldown
+			r.word.CompareAndSwap(w, pack(gen+1, Closed, false))
+		case Failure:
+			r.consecutive++
+			r.cooldown = min(r.cooldown*2, s.cfg.MaxCooldown)
+			if r.cooldown < 0 { // overflowed doubling
+				r.cooldown = s.cfg.MaxCooldown
+			}
+			s.open(r, w, off)
+		default:
+			r.word.CompareAndSwap(w, w&^probeBit)
+		}
+	}
+	// Open: no ticket is ever handed out in an open generation (a pick moves
+	// the breaker to half-open first), so there is nothing to do.
+}
+
+// open opens r's breaker, which is in state word w, for r.cooldown from off.
+// Called with r.mu held. openUntil is stored before the word so that any
+// reader who sees the breaker open also sees when it reopens.
+//
+// The compare-and-swaps in Done and open cannot fail: picks change the word
+// only when it is open, or half-open with the probe slot free, and a current
+// ticket exists in neither case; other writers hold r.mu.
+func (s *Set) open(r *replica, w uint64, off int64) {
+	r.openUntil.Store(satAdd(off, r.cooldown))
+	r.word.CompareAndSwap(w, pack(genOf(w)+1, Open, false))
+}
+
+// observe feeds a latency sample (ns) taken at off into r's peak-EWMA, as
+// Finagle and Linkerd do: a sample above the average replaces it at once, so
+// a replica that turns slow is avoided from its first slow answer, and
+// lower samples pull it down with weight 1-exp(-Δt/DecayTime), Δt being the
+// time since the previous sample. Called with r.mu held.
+func (s *Set) observe(r *replica, rtt float64, off int64) {
+	e := math.Float64frombits(r.ewma.Load())
+	last := r.lastUpdate.Load()
+	if rtt >= e {
+		e = rtt
+	} else {
+		// rtt < e implies an earlier sample, so last is a real time.
+		w := math.Exp(-float64(max(off-last, 0)) / s.tau)
+		e = e*w + rtt*(1-w)
+	}
+	r.ewma.Store(math.Float64bits(e))
+	// Concurrent Done calls may arrive with times slightly out of order;
+	// never moving lastUpdate back keeps a decay from being counted twice.
+	r.lastUpdate.Store(max(last, off))
+}
+
+// ewmaAt returns r's peak-EWMA latency (ns) as seen at off: the stored value
+// decayed toward zero for the time since its last sample, as Finagle and
+// Linkerd decay it when they read it. Without this, one spike would price a
+// replica out of every pick for good: it would never be chosen, so no lower
+// sample could ever bring its average down.
+func (s *Set) ewmaAt(r *replica, off int64) float64 {
+	e := math.Float64frombits(r.ewma.Load())
+	if e == 0 {
+		return 0
+	}
+	if dt := off - r.lastUpdate.Load(); dt > 0 {
+		e *= math.Exp(-float64(dt) / s.tau)
+	}
+	return e
+}

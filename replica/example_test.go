@@ -1,0 +1,99 @@
+package replica_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+func Example() {
+	set, err := replica.New([]string{"http://a.test", "http://b.test", "http://c.test"},
+		replica.Config{FailureThreshold: 2, Cooldown: time.Second, Seed: 1})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Unix(1_700_000_000, 0) // every method takes the time: no clock inside
+
+	// One request: the primary, then, as it is slow, a hedge to a
+	// different replica. The hedge answers first; the primary loses and is
+	// cancelled: neutral for its breaker, but it took at least 25ms, and
+	// its latency estimate says so.
+	p, primary, _ := set.PickPrimary(now)
+	h, hedge, _ := set.PickAlternate(now.Add(20*time.Millisecond), []int{p})
+	fmt.Println("primary:", set.Name(p), "hedge:", set.Name(h))
+	set.Done(hedge, replica.Success, now.Add(25*time.Millisecond))
+	set.Done(primary, replica.Canceled, now.Add(25*time.Millisecond))
+
+	// c fails twice in a row: its breaker opens for a second.
+	for range 2 {
+		_, t, _ := set.PickAlternate(now, []int{0, 1})
+		set.Done(t, replica.Failure, now)
+	}
+	fmt.Println("available:", set.Available(now))
+
+	// After the cooldown the next pick is c's single half-open probe; its
+	// success closes the breaker.
+	now = now.Add(time.Second)
+	i, probe, _ := set.PickPrimary(now)
+	fmt.Println("probe:", set.Name(i), probe.Probe())
+	set.Done(probe, replica.Success, now.Add(3*time.Millisecond))
+
+	// a's EWMA is its 5ms sample, decayed for the second without news since.
+	for _, st := range set.Snapshot(now.Add(3 * time.Millisecond)) {
+		fmt.Printf("%s %-6v generation %d, ewma %.1fms, %d picks\n", st.Name, st.Breaker, st.Generation, st.EWMAMs, st.Picks)
+	}
+	// Output:
+	// primary: http://b.test hedge: http://a.test
+	// available: 2
+	// probe: http://c.test true
+	// http://a.test closed generation 0, ewma 4.5ms, 1 picks
+	// http://b.test closed generation 0, ewma 22.7ms, 1 picks
+	// http://c.test closed generation 3, ewma 3.0ms, 3 picks
+}
+
+// A hedge loser that finishes after its replica's breaker changed state
+// carries a stale generation: it is counted, its latency is kept, but it
+// cannot move the breaker.
+func ExampleSet_Done() {
+	set, _ := replica.New([]string{"http://a.test"}, replica.Config{FailureThreshold: 1, Cooldown: time.Second})
+	now := time.Unix(1_700_000_000, 0)
+
+	_, late, _ := set.PickPrimary(now) // still running when...
+	_, t, _ := set.PickPrimary(now)
+	set.Done(t, replica.Failure, now) // ...this failure opens the breaker
+
+	set.Done(late, replica.Success, now.Add(200*time.Millisecond))
+	st := set.Snapshot(now.Add(200 * time.Millisecond))[0]
+	fmt.Println(st.Breaker, st.Generation, "stale:", st.Stale, "ewma:", st.EWMA)
+	// Output:
+	// open 1 stale: 1 ewma: 200ms
+}
+
+func ExampleSet_Snapshot() {
+	set, _ := replica.New([]string{"http://a.test", "http://b.test"}, replica.Config{Seed: 1})
+	now := time.Unix(1_700_000_000, 0).UTC()
+	_, t, _ := set.PickAlternate(now, []int{1})
+	set.Done(t, replica.Success, now.Add(12*time.Millisecond))
+
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(set.Snapshot(now.Add(12 * time.Millisecond))[0])
+	// Output:
+	// {
+	//   "name": "http://a.test",
+	//   "breaker": "closed",
+	//   "generation": 0,
+	//   "available": true,
+	//   "ewmaMs": 12,
+	//   "inFlight": 0,
+	//   "successes": 1,
+	//   "failures": 0,
+	//   "canceled": 0,
+	//   "staleOutcomes": 0,
+	//   "picks": 1,
+	//   "consecutiveFailures": 0
+	// }
+}

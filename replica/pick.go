@@ -1,0 +1,164 @@
+package replica
+
+import "time"
+
+// maxPickRounds bounds how often a pick starts over when a replica it chose
+// changed state under it (another pick took the probe slot in between).
+const maxPickRounds = 4
+
+// cost returns what sending one more attempt to r at off is expected to
+// cost: its peak-EWMA latency times the attempts that would then be in
+// flight there, as Finagle's and Linkerd's peak-EWMA balancers price it. A
+// replica without a latency sample costs 0, so it is tried. The in-flight
+// count is returned to break ties.
+func (s *Set) cost(r *replica, off int64) (float64, int64) {
+	in := max(r.inflight.Load(), 0)
+	e := s.ewmaAt(r, off)
+	if e == 0 {
+		return 0, in
+	}
+	return e * float64(in+1), in
+}
+
+// better reports whether replica i is a better choice than j at off: lower
+// cost, then fewer in flight (replicas without samples all cost 0, and
+// spreading them by load beats piling onto one).
+func (s *Set) better(i, j int, off int64) bool {
+	ci, ni := s.cost(&s.reps[i], off)
+	cj, nj := s.cost(&s.reps[j], off)
+	return ci < cj || ci == cj && ni < nj
+}
+
+// PickPrimary chooses the replica for the first attempt of a request and
+// takes a ticket for it, to be given back with Done.
+//
+// A replica whose breaker waits for a probe (open with its cooldown over, or
+// half-open with the probe slot free) is chosen first: the first pick that
+// sees the cooldown over moves the breaker to half-open and takes the probe,
+// so a recovering replica is probed promptly however its latency compares.
+// Otherwise the pick is by power of two choices among the replicas whose
+// breaker admits a request: two distinct candidates at random, the one of
+// lower cost wins, cost being the peak-EWMA latency × (in-flight + 1), ties
+// going to the one with fewer in flight. With one available replica it is
+// chosen. The randomness spreads load that a strict "lowest cost" would
+// send in herds to whichever replica looked best a moment ago.
+//
+// The chosen replica's in-flight count goes up by one. ok is false, and i is
+// -1, when no replica admits a request. PickPrimary does not allocate.
+func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
+	off := s.offset(now)
+	for range maxPickRounds {
+		n, probe := 0, -1
+		for j := range s.reps {
+			if ok, p := s.reps[j].admits(off); ok {
+				n++
+				if p && probe < 0 {
+					probe = j
+				}
+			}
+		}
+		if n == 0 {
+			break
+		}
+		if probe >= 0 {
+			if t, ok := s.admit(probe, off); ok {
+				return probe, t, true
+			}
+			continue
+		}
+		a, b := s.candidates(n, off)
+		if a < 0 {
+			continue // every replica counted has become unavailable
+		}
+		if b >= 0 && s.better(b, a, off) {
+			a, b = b, a
+		}
+		if t, ok := s.admit(a, off); ok {
+			return a, t, true
+		}
+		if b >= 0 {
+			if t, ok := s.admit(b, off); ok {
+				return b, t, true
+			}
+		}
+	}
+	return -1, Ticket{}, false
+}
+
+// candidates returns two distinct replicas chosen at random among the n that
+// were available at off (b is -1 when n is 1). Availability may have changed
+// since they were counted; a candidate no longer found is -1.
+func (s *Set) candidates(n int, off int64) (a, b int) {
+	ra, rb := 0, -1
+	if n > 1 {
+		ra, rb = s.intn(n), s.intn(n-1)
+		if rb >= ra {
+			rb++
+		}
+	}
+	a, b = -1, -1
+	k := 0
+	for j := range s.reps {
+		if ok, _ := s.reps[j].admits(off); !ok {
+			continue
+		}
+		switch k {
+		case ra:
+			a = j
+		case rb:
+			b = j
+		}
+		k++
+	}
+	if a < 0 {
+		a, b = b, -1
+	}
+	return a, b
+}
+
+// PickAlternate chooses the replica for a further attempt of a request (a
+// hedge, or a retry after a failure): the available replica of lowest cost,
+// as PickPrimary prices it, that is not in exclude, the replicas earlier
+// attempts of the same request used. Ties go to fewer in flight, then to
+// the lower index. No randomness here: a hedge is sent because something is
+// slow, and the replica expected to be fastest is the best bet.
+//
+// The bookkeeping is PickPrimary's: the in-flight count goes up and a ticket
+// is taken, which is the probe if the chosen replica's breaker waits for
+// one. ok is false, and i is -1, if no replica outside exclude admits a
+// request. PickAlternate does not allocate.
+func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
+	off := s.offset(now)
+	for range maxPickRounds {
+		best, bestCost, bestIn := -1, 0.0, int64(0)
+		for j := range s.reps {
+			if excluded(exclude, j) {
+				continue
+			}
+			r := &s.reps[j]
+			if ok, _ := r.admits(off); !ok {
+				continue
+			}
+			c, in := s.cost(r, off)
+			if best < 0 || c < bestCost || c == bestCost && in < bestIn {
+				best, bestCost, bestIn = j, c, in
+			}
+		}
+		if best < 0 {
+			break
+		}
+		if t, ok := s.admit(best, off); ok {
+			return best, t, true
+		}
+	}
+	return -1, Ticket{}, false
+}
+
+func excluded(exclude []int, i int) bool {
+	for _, x := range exclude {
+		if x == i {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,84 @@
+package replica
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewRejectsInvalidConfiguration(t *testing.T) {
+	ok := []string{"a", "b"}
+	for _, tc := range []struct {
+		name  string
+		names []string
+		cfg   Config
+		want  string
+	}{
+		{"no names", nil, Config{}, "no replicas"},
+		{"empty names", []string{}, Config{}, "no replicas"},
+		{"empty name", []string{"a", ""}, Config{}, "empty name"},
+		{"duplicate", []string{"a", "b", "a"}, Config{}, `both named "a"`},
+		{"negative threshold", ok, Config{FailureThreshold: -1}, "failure threshold"},
+		{"negative cooldown", ok, Config{Cooldown: -time.Second}, "negative cooldown"},
+		{"negative max cooldown", ok, Config{MaxCooldown: -time.Second}, "negative max cooldown"},
+		{"max below cooldown", ok, Config{Cooldown: 10 * time.Second, MaxCooldown: time.Second}, "shorter than cooldown"},
+		{"negative decay", ok, Config{DecayTime: -time.Second}, "negative decay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.names, tc.cfg)
+			if s != nil || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("New = %v, %v; want ErrInvalid", s, err)
+			}
+			if !strings.HasPrefix(err.Error(), "replica: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want prefix \"replica: \" and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewFillsDefaults(t *testing.T) {
+	s, err := New([]string{"a"}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{FailureThreshold: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute, DecayTime: 10 * time.Second}
+	if got := s.Config(); got != want {
+		t.Errorf("Config() = %+v, want %+v", got, want)
+	}
+	// A long cooldown with the default cap: the cap follows it rather than
+	// making the zero MaxCooldown an error.
+	s, err = New([]string{"a"}, Config{Cooldown: 2 * time.Minute, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Config(); got.MaxCooldown != 2*time.Minute || got.Seed != 7 {
+		t.Errorf("Config() = %+v, want MaxCooldown 2m and Seed 7", got)
+	}
+}
+
+func TestNamesAndIndexes(t *testing.T) {
+	s := mustNew(t, 3, Config{})
+	if s.Len() != 3 {
+		t.Fatalf("Len = %d", s.Len())
+	}
+	for i := range 3 {
+		n := s.Name(i)
+		if n != names(3)[i] {
+			t.Errorf("Name(%d) = %q", i, n)
+		}
+		if j, ok := s.Index(n); !ok || j != i {
+			t.Errorf("Index(%q) = %d, %v", n, j, ok)
+		}
+	}
+	if j, ok := s.Index("nope"); ok || j != -1 {
+		t.Errorf("Index(nope) = %d, %v", j, ok)
+	}
+}
+
+func TestReplicaIsPaddedToCacheLines(t *testing.T) {
+	// Neighbouring replicas must not share a cache line (see replica).
+	if sz := unsafeSizeofReplica(); sz%cacheLine != 0 || sz > 3*cacheLine {
+		t.Errorf("sizeof(replica) = %d, want 3 cache lines", sz)
+	}
+}
