@@ -46,6 +46,9 @@ func New(cfg Config) (*Gateway, error) {
 	g.metrics = newMetrics(g)
 	policy := cfg.Policy
 	policy.Observer = chainObservers(g.metrics, policy.Observer)
+	if policy.Timeout == 0 {
+		policy.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
+	}
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -130,10 +133,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 		return writeError(w, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Timeout)
-	defer cancel()
 	x := g.exchange()
-	out := r.WithContext(ctx)
+	// The request to forward lives in the pooled exchange: a copy of r
+	// (with r's context; the engine adds the timeout) whose URL, header and
+	// body are replaced.
+	out := &x.req
+	*out = *r
 	out.URL = x.target(r)
 	out.Header = forwardedHeaders(r)
 	out.Host = ""
@@ -177,9 +182,14 @@ func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *ht
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
 	if r.Method != http.MethodHead {
-		// The body is buffered whole: its length is known.
-		if n, ok := resp.Body.(interface{ Len() int }); ok {
+		// The body is buffered whole: its length is known. net/http works
+		// out the length of a small body written in one go by itself (it
+		// fits the server's buffer), so only larger ones are announced here,
+		// to keep them from being chunked.
+		if n, ok := resp.Body.(interface{ Len() int }); ok && n.Len() > smallBody {
 			h["Content-Length"] = []string{strconv.Itoa(n.Len())}
+		} else {
+			delete(h, "Content-Length")
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -190,6 +200,10 @@ func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *ht
 	}
 	return resp.StatusCode
 }
+
+// smallBody is the largest body net/http's server buffers whole before
+// writing headers, and so announces the length of itself.
+const smallBody = 2048
 
 // cause names the innermost reason of err, without the layers of context
 // that wrap it on the way out.
@@ -239,9 +253,11 @@ func (l *limiter) inUse() int64 { return l.n.Load() }
 // are done with it, then returns to the pool.
 type exchange struct {
 	g       *Gateway
+	req     http.Request
 	url     url.URL
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
-	refs    atomic.Int32 // the handler and each attempt still running
+	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
+	refs    atomic.Int32                    // the handler and each attempt still running
 }
 
 func (g *Gateway) exchange() *exchange {
@@ -255,8 +271,10 @@ func (g *Gateway) exchange() *exchange {
 
 func (x *exchange) unref() {
 	if x.refs.Add(-1) == 0 {
+		x.req = http.Request{}
 		x.url = url.URL{}
 		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
+		x.picked = [hedge.MaxAttemptsCap]time.Time{}
 		x.g.exchanges.Put(x)
 	}
 }
@@ -289,7 +307,7 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 		i, t, ok = x.g.set.PickAlternate(now, used)
 	}
 	if ok {
-		x.tickets[a.Index] = t
+		x.tickets[a.Index], x.picked[a.Index] = t, now
 	}
 	return i, ok
 }
@@ -306,8 +324,9 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 
 // Done implements hedge.RequestHooks: the attempt's outcome goes to its
 // replica's breaker and latency, and its slot is freed.
-func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, _ time.Duration) {
-	x.g.set.Done(x.tickets[a.Index], outcome(resp, err), time.Now())
+func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed time.Duration) {
+	// The attempt started as its replica was picked: no clock read needed.
+	x.g.set.Done(x.tickets[a.Index], outcome(resp, err), x.picked[a.Index].Add(elapsed))
 	x.g.attempts.release()
 	x.unref()
 }

@@ -630,3 +630,22 @@ func counterValue(t *testing.T, g *Gateway, name, label, value string) float64 {
 }
 
 var _ = fmt.Sprint
+
+func TestResponseLengthAnnounced(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Transfer-Encoding", "chunked") // hop-by-hop: must not leak
+		if r.URL.Path == "/big" {
+			w.Write(make([]byte, 100_000))
+			return
+		}
+		io.WriteString(w, "small")
+	})
+	_, srv := newGateway(t, Config{}, a)
+	for path, want := range map[string]int64{"/small": 5, "/big": 100_000} {
+		resp, body := get(t, srv.URL+path)
+		if resp.StatusCode != 200 || resp.ContentLength != want || int64(len(body)) != want || len(resp.TransferEncoding) != 0 {
+			t.Errorf("%s: %d, Content-Length %d, %d bytes, Transfer-Encoding %v", path, resp.StatusCode, resp.ContentLength, len(body), resp.TransferEncoding)
+		}
+	}
+}

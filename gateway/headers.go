@@ -56,17 +56,20 @@ func copyEndToEnd(dst, src http.Header) {
 func forwardedHeaders(r *http.Request) http.Header {
 	h := make(http.Header, len(r.Header)+3)
 	copyEndToEnd(h, r.Header)
+	vals := make([]string, 3) // one backing array for the three values
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip
 		}
-		h["X-Forwarded-For"] = []string{ip}
+		vals[0] = ip
+		h["X-Forwarded-For"] = vals[0:1:1]
 	}
-	h["X-Forwarded-Host"] = []string{r.Host}
-	proto := "http"
+	vals[1] = r.Host
+	h["X-Forwarded-Host"] = vals[1:2:2]
+	vals[2] = "http"
 	if r.TLS != nil {
-		proto = "https"
+		vals[2] = "https"
 	}
-	h["X-Forwarded-Proto"] = []string{proto}
+	h["X-Forwarded-Proto"] = vals[2:3:3]
 	return h
 }

@@ -97,6 +97,15 @@ func (m *Metrics) observeRequest(code int, d time.Duration) {
 
 func (m *Metrics) reject(reason string) { m.rejected[reason].Inc() }
 
+// Wants implements hedge.EventFilter: receipts are not needed for counts.
+func (m *Metrics) Wants(k hedge.EventKind) bool {
+	switch k {
+	case hedge.EventLaunch, hedge.EventWin, hedge.EventSuppress, hedge.EventReport:
+		return true
+	}
+	return false
+}
+
 // Observe implements hedge.Observer.
 func (m *Metrics) Observe(e hedge.Event) {
 	switch e.Kind {

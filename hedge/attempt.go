@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"context"
+	"time"
 )
 
 // Trigger says why an attempt was launched.
@@ -69,7 +70,8 @@ func IsHedge(ctx context.Context) bool {
 // consistent by construction.
 type attemptCtx struct {
 	context.Context
-	a Attempt
+	a     Attempt
+	start time.Duration // when the attempt started, from the operation's start
 }
 
 func (x *attemptCtx) Value(key any) any {

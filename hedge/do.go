@@ -133,6 +133,8 @@ func (f *funcOp[T]) release(v T) {
 
 func (f *funcOp[T]) prepare(context.Context, Attempt) {}
 
+func (f *funcOp[T]) done(Attempt, T, error, time.Duration) {}
+
 func (f *funcOp[T]) wantsReceipt() bool { return f.receipt_ != nil }
 
 func (f *funcOp[T]) receipt(r Receipt) { f.receipt_(r) }
@@ -147,6 +149,9 @@ type calls[T any] interface {
 	// prepare is told, under the operation's lock, about an attempt about
 	// to start in its own goroutine, while the caller still owns its inputs.
 	prepare(ctx context.Context, a Attempt)
+	// done is told, in the attempt's goroutine, that attempt a returned,
+	// and how long it ran, before the operation accounts for it.
+	done(a Attempt, v T, err error, elapsed time.Duration)
 	wantsReceipt() bool
 	receipt(r Receipt)
 }
@@ -217,6 +222,7 @@ type operation[T any] struct {
 	rec0 [1]AttemptRecord
 
 	timerStopped bool // the delay timer was stopped before it could fire
+	used         [MaxAttemptsCap]int
 }
 
 func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hooks, first int) {
@@ -241,7 +247,11 @@ func (o *operation[T]) run() (T, error) {
 	o.delay, o.expect = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 
-	o.ctx, o.cancel = context.WithCancel(o.parent)
+	if t := h.p.Timeout; t > 0 {
+		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
+	} else {
+		o.ctx, o.cancel = context.WithCancel(o.parent)
+	}
 	o.mu.Lock()
 	primary := Attempt{Trigger: TriggerPrimary}
 	target, ok := o.pick(primary)
@@ -272,7 +282,7 @@ func (o *operation[T]) run() (T, error) {
 	case OutcomeWon:
 		return o.res.v, o.res.err
 	case OutcomeCanceled:
-		return zero, fmt.Errorf("hedge: %w", o.parent.Err())
+		return zero, fmt.Errorf("hedge: %w", o.ctx.Err())
 	}
 	if o.res.err != nil {
 		return o.res.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, o.res.err)
@@ -293,15 +303,16 @@ func (o *operation[T]) wait() {
 	o.mu.Unlock()
 	select {
 	case <-o.wake:
-	case <-o.parent.Done():
-		o.onParentDone()
+	case <-o.ctx.Done(): // the caller left or the policy's Timeout passed
+		o.onContextDone()
 		<-o.wake // sent by whichever finish won
 	}
 	o.h.wakes.Put(o.wake)
 }
 
-// onParentDone ends the operation because the caller's context ended.
-func (o *operation[T]) onParentDone() {
+// onContextDone ends the operation because its context ended: the caller's
+// was cancelled or the policy's Timeout passed.
+func (o *operation[T]) onContextDone() {
 	o.mu.Lock()
 	if o.finished {
 		o.mu.Unlock()
@@ -327,16 +338,16 @@ func (o *operation[T]) takeRefused() (T, bool) {
 func (o *operation[T]) pick(a Attempt) (int, bool) {
 	n := max(len(o.hooks.targets), 1)
 	if o.steer != nil || o.hooks.pick != nil {
-		var used [MaxAttemptsCap]int
-		for i := range o.launched {
+		used := o.used[:o.launched] // in the operation: a local would escape
+		for i := range used {
 			used[i] = o.rec[i].Target
 		}
 		var t int
 		var ok bool
 		if o.steer != nil {
-			t, ok = o.steer.Pick(a, used[:o.launched])
+			t, ok = o.steer.Pick(a, used)
 		} else {
-			t, ok = o.hooks.pick(a, used[:o.launched])
+			t, ok = o.hooks.pick(a, used)
 		}
 		return t, ok && t >= 0 && t < n
 	}
@@ -367,7 +378,7 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	if x == nil || i > 0 {
 		x = new(attemptCtx)
 	}
-	*x = attemptCtx{Context: o.ctx, a: a}
+	*x = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
 	o.ctxs[i] = x
 	o.rec = append(o.rec, AttemptRecord{
 		Index:      i,
@@ -419,8 +430,8 @@ func (o *operation[T]) onDelay() {
 // with o.mu held.
 func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	h := o.h
-	if o.parent.Err() != nil {
-		return false // the caller has left; not a suppression
+	if o.ctx.Err() != nil {
+		return false // the caller has left or time is up; not a suppression
 	}
 	if o.launched >= o.max {
 		o.suppress(SuppressMaxAttempts)
@@ -437,7 +448,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	}
 	a := Attempt{Index: o.launched, Trigger: trig}
 	if !h.p.IgnoreDeadline && o.expect > 0 {
-		if dl, ok := o.parent.Deadline(); ok && dl.Sub(now) < o.expect {
+		if dl, ok := o.ctx.Deadline(); ok && dl.Sub(now) < o.expect {
 			o.suppress(SuppressDeadline)
 			return false
 		}
@@ -481,11 +492,12 @@ func (o *operation[T]) suppress(r SuppressReason) {
 
 // report applies the result of attempt i, in the goroutine that ran it.
 func (o *operation[T]) report(i int, v T, err error) {
-	verdict := o.fn.accept(v, err)
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
+	o.fn.done(o.ctxs[i].a, v, err, end.Sub(o.startOf(i)))
+	verdict := o.fn.accept(v, err)
 	o.mu.Lock()
-	if !o.finished && o.parent.Err() != nil {
+	if !o.finished && o.ctx.Err() != nil {
 		// The caller has left, and its cancellation reached this attempt
 		// (through o.ctx) before anyone decided the
 		// operation: end it now, so that this attempt and any other still
@@ -618,10 +630,11 @@ func (o *operation[T]) finish(now time.Time) {
 	}
 	o.mu.Unlock()
 	if o.outcome == OutcomeCanceled {
-		// The caller's cancellation is on its way to o.ctx (the context
-		// package propagates it to children right after closing the
-		// parent's Done). Let it arrive first, so attempts see the caller's
-		// reason (DeadlineExceeded, say) rather than our Canceled.
+		// The caller's cancellation (or the Timeout) is on its way to o.ctx,
+		// if not there yet: the context package propagates a parent's to
+		// its children right after closing the parent's Done. Let it arrive
+		// first, so attempts see the real reason (DeadlineExceeded, say)
+		// rather than our Canceled.
 		<-o.ctx.Done()
 	}
 	o.cancel()
@@ -654,7 +667,7 @@ func (o *operation[T]) closeWindow() {
 // records any more. The Receipt is built only if someone reads it.
 func (o *operation[T]) deliver() {
 	wanted := o.fn.wantsReceipt()
-	if !wanted && o.h.obs == nil {
+	if !wanted && !o.h.observes(EventReceipt) {
 		return
 	}
 	r := o.buildReceipt()
@@ -715,9 +728,10 @@ func (o *operation[T]) reusable() bool {
 		o.window == nil && (o.max == 1 || o.timerStopped)
 }
 
-// startOf returns when attempt i was launched.
+// startOf returns when attempt i was launched. It reads the attempt's
+// context, which never changes after launch, so it needs no lock.
 func (o *operation[T]) startOf(i int) time.Time {
-	return o.start.Add(o.rec[i].Start.Duration())
+	return o.start.Add(o.ctxs[i].start)
 }
 
 // delayTimer is a reusable hedge-delay timer. Its function is fixed when

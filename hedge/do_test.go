@@ -538,7 +538,7 @@ func TestGatePausesAndResumes(t *testing.T) {
 		var c collector
 		h := mustNew(t, Policy{
 			Delay:  time.Millisecond,
-			Budget: mustBudget(t, 1, 1000),
+			Budget: mustBudget(t, 0.05, 1000), // expects 5% of hedges; never runs dry here
 			Gate:   Gate{Threshold: 0.05, Window: time.Second, MinOperations: 20},
 		})
 		do := func(lat time.Duration) Receipt {

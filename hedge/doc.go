@@ -18,10 +18,11 @@
 //     cap at a burst (10), and each hedge spends one; over any interval
 //     hedges <= burst + fraction × operations. A Budget can be shared.
 //   - Gate: while the share of operations that want a hedge because an
-//     answer was late, over the last 10s, exceeds what the delay intends by
-//     more than 5%, the system is overloaded rather than variable and such
-//     hedges pause. Hedges sent at once on a failure are failover: the
-//     budget alone bounds them.
+//     answer was late, over the last 10s, exceeds the share the policy
+//     expects to hedge (the budget's fraction, or 1-q for an adaptive delay
+//     at quantile q if that is more) by more than 5 points, the system is
+//     overloaded rather than variable and such hedges pause. Hedges sent at
+//     once on a failure are failover: the budget alone bounds them.
 //   - Deadline: no hedge is sent with less time left on the context than
 //     the median latency of an attempt.
 //

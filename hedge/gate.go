@@ -10,16 +10,20 @@ import (
 // slow; when many are, the system is overloaded rather than variable and a
 // duplicate only adds load. The gate watches the share of operations that
 // wanted a hedge because an answer was late (the delay expired) over a
-// recent window, and pauses such hedges while that share is above what the
-// delay intends plus Threshold. It resumes by itself once the share falls
-// back. Hedges sent at once because an attempt failed are failover, not
+// recent window, and pauses such hedges while that share exceeds what the
+// policy expects to hedge by more than Threshold. The policy expects the
+// budget's fraction of operations to be hedged, or, for an adaptive delay
+// at quantile q, 1-q if that is more: with the defaults (fraction 0.1, p95)
+// the gate closes above 15%. A workload with a steady 5% of stragglers
+// keeps hedging; one where every request turns slow stops within
+// MinOperations. The gate resumes by itself once the share falls back.
+// Hedges sent at once because an attempt failed are failover, not
 // variability: they neither count towards the gate nor wait for it, and
 // are bounded by the budget alone.
 type Gate struct {
-	// Threshold is the wanted-hedge share, above the share the delay itself
-	// intends, at which hedging pauses. A fixed delay intends none, so the
-	// gate closes at Threshold; an adaptive delay at quantile q intends 1-q,
-	// so at p95 it closes at 0.05+Threshold. Default 0.05; must be in (0, 1].
+	// Threshold is how far, as a share of operations, the wanted-hedge
+	// share may exceed the expected share before hedging pauses. Default
+	// 0.05; must be in (0, 1].
 	Threshold float64
 	// Window is how far back the share is measured. Default 10s.
 	Window time.Duration
@@ -113,15 +117,17 @@ func (r *rateWindow) totals(now time.Time) (ops, wanted int64) {
 // gate is the runtime form of Gate.
 type gate struct {
 	disabled bool
-	limit    float64 // intended share + threshold
+	limit    float64 // expected share + threshold
 	minOps   int64
 	rates    *rateWindow
 }
 
-func newGate(cfg Gate, intended float64) *gate {
+// newGate returns the gate for cfg, given the share of operations the
+// policy expects to hedge.
+func newGate(cfg Gate, expected float64) *gate {
 	return &gate{
 		disabled: cfg.Disabled,
-		limit:    intended + cfg.Threshold,
+		limit:    expected + cfg.Threshold,
 		minOps:   int64(cfg.MinOperations),
 		rates:    newRateWindow(cfg.Window),
 	}

@@ -16,6 +16,7 @@ type Hedger struct {
 	gate   *gate
 	delays *delayState
 	obs    Observer
+	wants  uint16 // bit k set: obs wants events of kind k
 
 	// Pools of coordination objects that are provably idle after an
 	// operation, so the common path allocates as little as possible.
@@ -32,13 +33,22 @@ func New(p Policy) (*Hedger, error) {
 		return nil, err
 	}
 	d := newDelayState(p)
-	return &Hedger{
+	h := &Hedger{
 		p:      p,
 		budget: p.Budget,
-		gate:   newGate(p.Gate, d.intendedShare()),
+		gate:   newGate(p.Gate, max(d.intendedShare(), p.Budget.Fraction())),
 		delays: d,
 		obs:    p.Observer,
-	}, nil
+	}
+	if h.obs != nil {
+		f, filtered := h.obs.(EventFilter)
+		for k := EventStart; k <= EventReceipt; k++ {
+			if !filtered || f.Wants(k) {
+				h.wants |= 1 << k
+			}
+		}
+	}
+	return h, nil
 }
 
 // Policy returns the policy in force, with defaults filled in.
@@ -78,10 +88,13 @@ func (h *Hedger) StatsAt(now time.Time) Stats {
 }
 
 func (h *Hedger) observe(e Event) {
-	if h.obs != nil {
+	if h.wants&(1<<e.Kind) != 0 {
 		h.obs.Observe(e)
 	}
 }
+
+// observes reports whether the observer wants events of kind k.
+func (h *Hedger) observes(k EventKind) bool { return h.wants&(1<<k) != 0 }
 
 // delayTimer returns a stopped hedge-delay timer aimed at target.
 func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {

@@ -53,6 +53,12 @@ type Policy struct {
 	// after an operation ends. Default 100ms; at most one minute.
 	ObserveWindow time.Duration
 
+	// Timeout bounds each operation, hedges included, on top of whatever
+	// deadline the caller's context has; when it passes, the attempts are
+	// cancelled and Do returns an error wrapping context.DeadlineExceeded.
+	// Zero means none; negative is an error.
+	Timeout time.Duration
+
 	// IgnoreDeadline turns off deadline awareness. By default a hedge is not
 	// sent when the context's remaining time is below the median latency of
 	// recent accepted attempts: it could not finish in time.
@@ -104,6 +110,9 @@ const (
 func (p Policy) withDefaults() (Policy, error) {
 	if p.Delay < 0 {
 		return p, fmt.Errorf("%w: negative delay %v", ErrInvalidPolicy, p.Delay)
+	}
+	if p.Timeout < 0 {
+		return p, fmt.Errorf("%w: negative timeout %v", ErrInvalidPolicy, p.Timeout)
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts

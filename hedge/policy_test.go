@@ -17,12 +17,17 @@ func TestPolicyDefaults(t *testing.T) {
 		p.Gate.MinOperations != 20 || p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
 		t.Errorf("defaults: %+v", p)
 	}
-	// An adaptive p95 delay intends 5% hedges, so its gate closes at 10%.
-	if got := h.gate.limit; math.Abs(got-0.10) > 1e-9 {
-		t.Errorf("adaptive gate limit %v, want 0.10", got)
+	// The policy expects the budget's 10% of hedges (more than the 5% an
+	// adaptive p95 delay intends), so the gate closes above 15%.
+	if got := h.gate.limit; math.Abs(got-0.15) > 1e-9 {
+		t.Errorf("adaptive gate limit %v, want 0.15", got)
 	}
-	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; got != 0.05 {
-		t.Errorf("fixed gate limit %v, want 0.05", got)
+	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; math.Abs(got-0.15) > 1e-9 {
+		t.Errorf("fixed gate limit %v, want 0.15", got)
+	}
+	// An adaptive p80 delay intends 20%, more than a 10% budget.
+	if got := mustNew(t, Policy{Adaptive: Adaptive{Quantile: 0.8}}).gate.limit; math.Abs(got-0.25) > 1e-9 {
+		t.Errorf("adaptive p80 gate limit %v, want 0.25", got)
 	}
 	// The warm-up delay is clamped into [Floor, Ceiling].
 	if got := mustNew(t, Policy{Adaptive: Adaptive{Floor: 20 * time.Millisecond, Ceiling: 30 * time.Millisecond}}).Stats().Delay; got != 20*time.Millisecond {

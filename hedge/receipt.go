@@ -60,7 +60,8 @@ const (
 	OutcomeWon Outcome = iota
 	// OutcomeFailed means every attempt failed or was not acceptable.
 	OutcomeFailed
-	// OutcomeCanceled means the caller's context ended first.
+	// OutcomeCanceled means the caller's context ended first, or the
+	// policy's Timeout passed.
 	OutcomeCanceled
 )
 

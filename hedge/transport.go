@@ -245,6 +245,9 @@ func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.
 	// the pooled state, in one allocation of its own.
 	p := new(primaryState)
 	rt.t, rt.req, rt.p, rt.rh = t, req, p, hooks
+	// Read now: the receipt may come after RoundTrip has returned, when
+	// the caller may be reusing req.
+	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
 	rt.op.ctx0 = &p.ctx
 	if hooks != nil {
 		rt.op.steer = hooks
@@ -348,11 +351,12 @@ func joinSlash(a, b string) string {
 // it once a request that never hedged has returned, so it is pooled then;
 // everything an attempt hands out lives elsewhere.
 type roundTrip struct {
-	op  operation[*http.Response]
-	t   *Transport
-	req *http.Request
-	rh  RequestHooks
-	p   *primaryState
+	op   operation[*http.Response]
+	t    *Transport
+	req  *http.Request
+	rh   RequestHooks
+	rcpt func(Receipt) // from the request's context (WithReceipt)
+	p    *primaryState
 	// Requests of attempts that run in their own goroutine, built at
 	// launch; allocated with the first hedge.
 	prepared *[MaxAttemptsCap]preparedRequest
@@ -423,19 +427,15 @@ func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 	rt.prepared[a.Index] = preparedRequest{req, err}
 }
 
-func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	if rt.rh == nil {
-		return rt.send(ctx, a)
+func (rt *roundTrip) done(a Attempt, resp *http.Response, err error, elapsed time.Duration) {
+	if rt.rh != nil {
+		rt.rh.Done(a, resp, err, elapsed)
 	}
-	start := time.Now()
-	resp, err := rt.send(ctx, a)
-	rt.rh.Done(a, resp, err, time.Since(start))
-	return resp, err
 }
 
-// send performs attempt a: builds (or takes) its request, sends it, and
+// call performs attempt a: builds (or takes) its request, sends it, and
 // reads the body in full.
-func (rt *roundTrip) send(ctx context.Context, a Attempt) (*http.Response, error) {
+func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
 	var out *http.Request
 	var err error
 	if a.Index == 0 && rt.t.hooks.inline {
@@ -486,20 +486,14 @@ func (rt *roundTrip) release(resp *http.Response) {
 	}
 }
 
-func (rt *roundTrip) wantsReceipt() bool {
-	if rt.t.onRcpt != nil {
-		return true
-	}
-	_, ok := rt.req.Context().Value(receiptKey{}).(func(Receipt))
-	return ok
-}
+func (rt *roundTrip) wantsReceipt() bool { return rt.t.onRcpt != nil || rt.rcpt != nil }
 
 func (rt *roundTrip) receipt(r Receipt) {
 	if rt.t.onRcpt != nil {
 		rt.t.onRcpt(rt.req, r)
 	}
-	if f, ok := rt.req.Context().Value(receiptKey{}).(func(Receipt)); ok {
-		f(r)
+	if rt.rcpt != nil {
+		rt.rcpt(r)
 	}
 }
 

@@ -91,26 +91,17 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		return DemoResult{}, errors.New("lab: demo needs at least one request and one worker")
 	}
 	res := DemoResult{Model: cfg.Model.String(), Concurrency: cfg.Concurrency, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	var fixtures []*Fixture
-	defer func() {
-		for _, f := range fixtures {
-			f.Close()
-		}
-	}()
-	for i, name := range []string{"replica-a", "replica-b"} {
-		f, err := StartFixture(FixtureConfig{Name: name, Model: cfg.Model, Seed: cfg.Seed + uint64(i)})
-		if err != nil {
-			return res, err
-		}
-		fixtures = append(fixtures, f)
+	fixtures, err := startPair(cfg.Model, cfg.Seed)
+	if err != nil {
+		return res, err
 	}
+	defer closeAll(fixtures)
 	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 
 	base := hedge.NewBaseTransport()
 	defer base.CloseIdleConnections()
 	plain := &http.Client{Transport: base, Timeout: hedge.DefaultClientTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return hedge.ErrRedirectRefused }}
-	var err error
 	res.Baseline, err = runOnce(ctx, "baseline", cfg, fixtures, func(i int) (*http.Response, error) {
 		return plain.Get(targets[i%2] + "/item?id=" + strconv.Itoa(i))
 	}, nil)
@@ -150,39 +141,12 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 
 func runOnce(ctx context.Context, name string, cfg DemoConfig, fixtures []*Fixture, get func(i int) (*http.Response, error), receipts func() []hedge.Receipt) (RunSummary, error) {
 	before := sumStats(fixtures)
-	lat := make([]time.Duration, cfg.Requests)
-	errs := make([]error, cfg.Requests)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range cfg.Concurrency {
-		wg.Go(func() {
-			for i := range next {
-				start := time.Now()
-				errs[i] = fetch(get, i)
-				lat[i] = time.Since(start)
-			}
-		})
-	}
-feed:
-	for i := range cfg.Requests {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	lat, errs, err := closedLoop(ctx, cfg.Requests, cfg.Concurrency, get)
+	if err != nil {
 		return RunSummary{}, err
 	}
-	// Let work that outlived its client finish, so it is counted.
-	settle, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for _, f := range fixtures {
-		if err := f.Settle(settle); err != nil {
-			return RunSummary{}, fmt.Errorf("lab: fixtures still busy: %w", err)
-		}
+	if err := settleAll(ctx, fixtures); err != nil {
+		return RunSummary{}, err
 	}
 	after := sumStats(fixtures)
 	s := RunSummary{Name: name, Requests: cfg.Requests}
@@ -276,3 +240,45 @@ func rank(d []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// closedLoop sends requests 0..n-1 through get from concurrency workers,
+// each sending its next request when the previous one is answered, and
+// returns every request's latency and validation error.
+func closedLoop(ctx context.Context, n, concurrency int, get func(int) (*http.Response, error)) ([]time.Duration, []error, error) {
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for i := range next {
+				start := time.Now()
+				errs[i] = fetch(get, i)
+				lat[i] = time.Since(start)
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return lat, errs, ctx.Err()
+}
+
+// settleAll lets work that outlived its client finish, so it is counted.
+func settleAll(ctx context.Context, fixtures []*Fixture) error {
+	settle, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, f := range fixtures {
+		if err := f.Settle(settle); err != nil {
+			return fmt.Errorf("lab: fixtures still busy: %w", err)
+		}
+	}
+	return nil
+}

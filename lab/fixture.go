@@ -192,3 +192,24 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, "{\"value\":%q}\n", f.cfg.Name+":"+strconv.FormatUint(id, 10))
 }
+
+// startPair starts two fixtures, replica-a and replica-b, with the same
+// model and consecutive seeds.
+func startPair(m Model, seed uint64) ([]*Fixture, error) {
+	var fs []*Fixture
+	for i, name := range []string{"replica-a", "replica-b"} {
+		f, err := StartFixture(FixtureConfig{Name: name, Model: m, Seed: seed + uint64(i)})
+		if err != nil {
+			closeAll(fs)
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+func closeAll(fs []*Fixture) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
