@@ -1,6 +1,6 @@
 module github.com/tailgate-dev/tailgate/bench/compare
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cristalhq/hedgedhttp v0.9.2
