@@ -31,7 +31,8 @@ const (
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
 	// Backends are the base URLs of the equivalent replicas: http, a
-	// host, no query; at least one, no duplicates. A hedge always goes to
+	// host and port, no path or query; at least one, no duplicates (however
+	// spelled: hosts are compared in lower case, default ports dropped). A hedge always goes to
 	// a different replica than the attempts before it while one is left.
 	Backends []string
 
@@ -87,8 +88,13 @@ func (c Config) withDefaults() (Config, error) {
 		if err != nil {
 			return c, fmt.Errorf("%w: backend %q: %w", ErrInvalid, b, err)
 		}
+		if u.Path != "" {
+			// The client's path is forwarded byte for byte: a prefix would
+			// have to be spliced into it. Put the prefix in the replicas.
+			return c, fmt.Errorf("%w: backend %q: must not have a path", ErrInvalid, b)
+		}
 		if seen[u.String()] {
-			return c, fmt.Errorf("%w: duplicate backend %q", ErrInvalid, b)
+			return c, fmt.Errorf("%w: duplicate backend %q (the same replica twice would defeat hedging)", ErrInvalid, b)
 		}
 		seen[u.String()] = true
 	}

@@ -61,6 +61,7 @@ func New(cfg Config) (*Gateway, error) {
 		Hedger:       g.hedger,
 		Targets:      cfg.Backends,
 		MaxBodyBytes: cfg.MaxResponseBytes,
+		Accept:       accept,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -89,6 +90,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := g.serve(w, r)
 	g.metrics.observeRequest(code, time.Since(start))
+	if code == 0 {
+		// Nothing was written (the client left): never let net/http
+		// answer 200 on our behalf to a client that may still read.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // Rejection reasons, as counted in tailgate_rejections_total.
@@ -148,15 +154,25 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 	out.Close = false
 
 	resp, err := g.transport.RoundTripWith(out, x)
+	if err == nil && !acceptable(resp) {
+		// Nothing acceptable came back: the engine hands over the last
+		// refused answer (a 5xx, a stray 1xx). Every attempt failed.
+		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		resp.Body.Close()
+		resp = nil
+	}
+	if !x.started {
+		// The primary never started (no replica, or the client had gone
+		// before the engine ran): its slot and reference are ours.
+		g.attempts.release()
+		x.unref()
+	}
 	if err == nil {
 		defer resp.Body.Close()
 		x.unref()
 		return g.writeResponse(w, r, resp)
 	}
 	if errors.Is(err, hedge.ErrNoTarget) {
-		// The primary never started: its slot and reference are ours.
-		g.attempts.release()
-		x.unref()
 		x.unref()
 		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
 	}
@@ -258,6 +274,7 @@ type exchange struct {
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
 	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
 	refs    atomic.Int32                    // the handler and each attempt still running
+	started bool                            // the primary was picked (set on the handler's goroutine)
 }
 
 func (g *Gateway) exchange() *exchange {
@@ -275,6 +292,7 @@ func (x *exchange) unref() {
 		x.url = url.URL{}
 		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
 		x.picked = [hedge.MaxAttemptsCap]time.Time{}
+		x.started = false
 		x.g.exchanges.Put(x)
 	}
 }
@@ -308,6 +326,9 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	}
 	if ok {
 		x.tickets[a.Index], x.picked[a.Index] = t, now
+		if a.Index == 0 {
+			x.started = true
+		}
 	}
 	return i, ok
 }
@@ -331,13 +352,28 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed
 	x.unref()
 }
 
+// acceptable is the gateway's winner check: a final status (not 1xx: a
+// stray 101 would hand the client a connection it never asked for) below
+// 500.
+func acceptable(resp *http.Response) bool {
+	return resp.StatusCode >= 200 && resp.StatusCode < 500
+}
+
+// accept is acceptable as a hedge.TransportConfig.Accept.
+func accept(resp *http.Response) error {
+	if !acceptable(resp) {
+		return fmt.Errorf("gateway: status %d", resp.StatusCode)
+	}
+	return nil
+}
+
 // outcome classifies an attempt for the breaker: transport errors and 5xx
 // are failures, a cancellation (a lost race, a client gone, a deadline) is
 // neutral, anything else (a too-large body included: the replica answered)
 // is a success.
 func outcome(resp *http.Response, err error) replica.Outcome {
 	switch {
-	case err == nil && resp.StatusCode >= 500:
+	case err == nil && !acceptable(resp):
 		return replica.Failure
 	case err == nil, errors.Is(err, hedge.ErrResponseTooLarge):
 		return replica.Success

@@ -224,8 +224,8 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		Replica: replica.Config{FailureThreshold: 3, Cooldown: 100 * time.Millisecond},
 	}, a)
 	for i := range 3 {
-		if resp, _ := get(t, srv.URL+"/x"); resp.StatusCode != 500 {
-			t.Fatalf("request %d: %d, want the backend's 500 passed on", i, resp.StatusCode)
+		if resp, body := get(t, srv.URL+"/x"); resp.StatusCode != 502 || !strings.Contains(body, "replica answered 500") {
+			t.Fatalf("request %d: %d %q, want 502 naming the replica's 500", i, resp.StatusCode, body)
 		}
 	}
 	if st := g.Replicas().Snapshot(time.Now())[0]; st.Breaker != replica.Open {

@@ -20,6 +20,8 @@ var hopHeaders = []string{
 	"Upgrade",
 }
 
+var emptyValue = []string{""}
+
 // isHop reports whether the canonical header name k is hop-by-hop, either
 // always or because the Connection header names it.
 func isHop(k string, connection []string) bool {
@@ -71,5 +73,10 @@ func forwardedHeaders(r *http.Request) http.Header {
 		vals[2] = "https"
 	}
 	h["X-Forwarded-Proto"] = vals[2:3:3]
+	if _, ok := h["User-Agent"]; !ok {
+		// An empty value keeps net/http from adding its own: the replica
+		// sees what the client sent, nothing.
+		h["User-Agent"] = emptyValue
+	}
 	return h
 }

@@ -54,7 +54,8 @@ type TransportConfig struct {
 	MaxBodyBytes int64
 
 	// Accept decides whether a complete response wins: nil means it does,
-	// an error says why not. Nil means any status below 500. If no attempt
+	// an error says why not. Nil means a final status (200 or more) below
+	// 500. If no attempt
 	// is accepted, the last refused response is returned as is (a server's
 	// answer is never displaced by a later transport error). Accept runs in
 	// the goroutine of the attempt it judges, possibly concurrently.
@@ -172,6 +173,20 @@ func ParseTarget(s string) (*url.URL, error) {
 	}
 	if u.Path == "/" {
 		u.Path, u.RawPath = "", ""
+	}
+	// One spelling per target, so duplicates are caught however written:
+	// scheme and host in lower case, the scheme's default port dropped.
+	u.Scheme = strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	u.Host = host
+	if strings.Contains(host, ":") {
+		u.Host = "[" + host + "]" // an IPv6 literal
+	}
+	if port != "" {
+		u.Host += ":" + port
 	}
 	return u, nil
 }
@@ -474,7 +489,9 @@ func (rt *roundTrip) accept(resp *http.Response, err error) error {
 	if rt.t.accept != nil {
 		return rt.t.accept(resp)
 	}
-	if resp.StatusCode >= 500 {
+	// A final status below 500 wins. A 1xx here can only be a stray 101:
+	// hedged requests never ask for a protocol switch.
+	if resp.StatusCode >= 500 || resp.StatusCode < 200 {
 		return statusError(resp.StatusCode)
 	}
 	return nil
@@ -569,6 +586,17 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 	n := copy(p, b.b[b.off:])
 	b.off += n
 	return n, nil
+}
+
+// Bytes returns the unread bytes without consuming them, so an acceptance
+// check can look at a body and leave it for the caller. Bodies returned by
+// the Transport (except for HEAD) implement interface{ Bytes() []byte }.
+// The slice is valid until Close.
+func (b *bufferedBody) Bytes() []byte {
+	if b.closed {
+		return nil
+	}
+	return b.b[b.off:]
 }
 
 // Len reports the unread bytes, so a proxy can announce Content-Length.
