@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
 )
@@ -96,6 +97,20 @@ func (m *Metrics) observeRequest(code int, d time.Duration) {
 }
 
 func (m *Metrics) reject(reason string) { m.rejected[reason].Inc() }
+
+// Attempts reports the backend attempts started so far: primaries and
+// hedges. The lab reconciles them with what its replicas counted.
+func (m *Metrics) Attempts() (primaries, hedges int64) {
+	return counterInt(m.primaries), counterInt(m.hedges)
+}
+
+func counterInt(c prometheus.Counter) int64 {
+	var d dto.Metric
+	if err := c.Write(&d); err != nil {
+		return 0
+	}
+	return int64(d.GetCounter().GetValue())
+}
 
 // Wants implements hedge.EventFilter: receipts are not needed for counts.
 func (m *Metrics) Wants(k hedge.EventKind) bool {

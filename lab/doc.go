@@ -1,14 +1,27 @@
 // Package lab measures hedging honestly: controlled replicas (fixtures) on
 // 127.0.0.1 whose latency follows a seeded model and whose handlers keep
 // working after the client cancels, so duplicate work is counted where it
-// is paid, at the server; and experiments that compare plain and hedged
-// clients against them.
+// is paid, at the server; a load generator; and experiments that compare
+// plain and hedged reads against them, reported as JSON and HTML.
 //
-// A Fixture answers GET requests with JSON {"value": "..."} after a latency
-// drawn from its Model, and counts requests started, completed, completed
-// after the client had cancelled (wasted work), cancellations observed and
-// the peak in flight; it serves those counters as JSON at /stats.
+// # Fixtures
 //
-// RunDemo is the first experiment: baseline against hedged reads over two
-// straggling replicas, as run by "tailgate demo".
+// A Fixture answers GET with JSON {"value": "<name>:<id>"} after a latency
+// drawn from its Model (ParseModel reads the compact text form, such as
+// "lognormal:p50=8ms,p99=90ms"). With a Capacity it serves that many
+// requests at once and queues the rest in FIFO order, so overload produces
+// real queueing; hedges may be served after primaries. It counts requests
+// started, completed, completed after their client had gone (wasted work),
+// cancellations observed, queueing and rejections, and serves the counters
+// at /stats.
+//
+// # Experiments
+//
+// Generate offers load in open loop (Poisson arrivals, latency from the
+// scheduled time, so a stalled system cannot hide its queue) or closed
+// loop. RunCompare, RunStraggler, RunSweep and RunOverload are the
+// experiments of "tailgate lab"; RunDemo runs short versions of the last
+// three for "tailgate demo". Each report carries its seed, configuration and
+// environment, reconciles the client's attempts with the fixtures' counters,
+// and renders itself for WriteHTML.
 package lab

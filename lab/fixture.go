@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
 )
 
 // FixtureConfig configures a Fixture.
@@ -29,11 +32,30 @@ type FixtureConfig struct {
 	// Addr is the address to listen on. Default "127.0.0.1:0"; it must be
 	// a loopback address.
 	Addr string
+	// Capacity is how many requests are served at once; the rest wait in a FIFO queue (0 = unlimited, no queue).
+	// The time a request waits counts in its latency, and its service time
+	// is drawn when its service starts (the model still sees its arrival
+	// time). A request whose client cancels while it waits stays in the
+	// queue and is served in its turn (wasted work), unless StopOnCancel:
+	// then it leaves the queue, counted as a cancellation observed, never
+	// as Started.
+	Capacity int
+	// QueueLimit bounds the waiting requests; beyond it the fixture answers 503 at once (0 = 10000).
+	// It applies only with a Capacity.
+	QueueLimit int
+	// DeprioritizeHedges serves queued hedge attempts (Tailgate-Hedge header) only when no primary waits.
+	// Each class is served in FIFO order; the queue limit counts both.
+	DeprioritizeHedges bool
 }
 
-// Stats are a fixture's counters.
+// defaultQueueLimit is FixtureConfig.QueueLimit's default.
+const defaultQueueLimit = 10000
+
+// Stats are a fixture's counters. In JSON, QueueWait is the number
+// queueWaitMs, in milliseconds.
 type Stats struct {
-	// Started counts requests whose handler began work.
+	// Started counts requests whose handler began work (after any wait in
+	// the queue).
 	Started int64 `json:"started"`
 	// Completed counts requests whose work ran to the end, whether or not
 	// the client still waited.
@@ -42,12 +64,53 @@ type Stats struct {
 	// gone: wasted work.
 	CompletedAfterCancel int64 `json:"completedAfterCancel"`
 	// CancellationsObserved counts requests whose cancellation the handler
-	// saw while it worked.
+	// saw while it worked or while the request waited in the queue (such a
+	// request leaves the queue and is never Started).
 	CancellationsObserved int64 `json:"cancellationsObserved"`
-	// Hedges counts requests marked as hedges by the hedging engine.
+	// Hedges counts requests marked as hedges by the hedging engine
+	// (the Tailgate-Hedge header) that the fixture received.
 	Hedges int64 `json:"hedges"`
-	// MaxInFlight is the peak of concurrent requests.
+	// MaxInFlight is the peak of requests in service at once (at most
+	// Capacity, if set); requests waiting in the queue are not in it.
 	MaxInFlight int64 `json:"maxInFlight"`
+	// HedgesServed counts hedges that began work: Hedges less those
+	// rejected or cancelled in the queue.
+	HedgesServed int64 `json:"hedgesServed"`
+	// Queued counts requests that had to wait for a slot, including those
+	// whose client cancelled while they waited.
+	Queued int64 `json:"queued"`
+	// MaxQueue is the peak of requests waiting at once.
+	MaxQueue int64 `json:"maxQueue"`
+	// Rejected counts requests answered 503 because the queue was full.
+	Rejected int64 `json:"rejected"`
+	// QueueWait is the total time the Queued requests waited, counted as
+	// each wait ends.
+	QueueWait time.Duration `json:"-"`
+}
+
+// statsJSON is Stats without its methods.
+type statsJSON Stats
+
+// MarshalJSON encodes s with QueueWait as queueWaitMs, a number of
+// milliseconds.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		statsJSON
+		QueueWaitMs float64 `json:"queueWaitMs"`
+	}{statsJSON(s), float64(s.QueueWait) / float64(time.Millisecond)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	v := struct {
+		*statsJSON
+		QueueWaitMs float64 `json:"queueWaitMs"`
+	}{statsJSON: (*statsJSON)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	s.QueueWait = time.Duration(math.Round(v.QueueWaitMs * float64(time.Millisecond)))
+	return nil
 }
 
 // Fixture is a controlled replica listening on loopback.
@@ -56,19 +119,28 @@ type Fixture struct {
 	srv      *http.Server
 	ln       net.Listener
 	url      string
-	mu       sync.Mutex // guards rng
+	handler  http.Handler
+	start    time.Time     // with its monotonic reading: Request.At counts from it
+	queue    *fixtureQueue // nil without a Capacity
+	mu       sync.Mutex    // guards rng
 	rng      *rand.Rand
+	pending  atomic.Int64 // handlers waiting or working, including after a cancel
 	inFlight atomic.Int64 // handlers working, including after a cancel
 	stats    struct {
 		started, completed, wasted, cancelled, hedges, maxInFlight atomic.Int64
+		hedgesServed, rejected, queueWaitNs                        atomic.Int64
 	}
 }
 
-// StartFixture starts a fixture. Close it when done.
+// StartFixture starts a fixture. Close it when done. It refuses a model of
+// this package that ParseModel would refuse, with an error wrapping
+// ErrModel.
 func StartFixture(cfg FixtureConfig) (*Fixture, error) {
-	if cfg.Model == nil {
-		cfg.Model = Constant(0)
+	f, err := newFixture(cfg)
+	if err != nil {
+		return nil, err
 	}
+	cfg = f.cfg
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
@@ -83,21 +155,45 @@ func StartFixture(cfg FixtureConfig) (*Fixture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: fixture %s: %w", cfg.Name, err)
 	}
+	f.ln = ln
+	f.url = "http://" + ln.Addr().String()
+	f.srv = &http.Server{
+		Handler:           f.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	f.start = time.Now()
+	go f.srv.Serve(ln)
+	return f, nil
+}
+
+// newFixture builds a fixture's handler and state without listening, so
+// that tests can drive it in memory.
+func newFixture(cfg FixtureConfig) (*Fixture, error) {
+	if cfg.Model == nil {
+		cfg.Model = Constant(0)
+	}
+	if err := validateModel(cfg.Model); err != nil {
+		return nil, fmt.Errorf("lab: fixture %s: %w", cfg.Name, err)
+	}
+	if cfg.Capacity < 0 || cfg.QueueLimit < 0 {
+		return nil, fmt.Errorf("lab: fixture %s: capacity %d and queue limit %d must not be negative", cfg.Name, cfg.Capacity, cfg.QueueLimit)
+	}
+	if cfg.QueueLimit == 0 {
+		cfg.QueueLimit = defaultQueueLimit
+	}
 	f := &Fixture{
-		cfg: cfg,
-		ln:  ln,
-		url: "http://" + ln.Addr().String(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x7461696c67617465)),
+		cfg:   cfg,
+		start: time.Now(),
+		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7461696c67617465)),
+	}
+	if cfg.Capacity > 0 {
+		f.queue = newFixtureQueue(cfg.Capacity, cfg.QueueLimit, cfg.DeprioritizeHedges)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", f.serveStats)
 	mux.HandleFunc("GET /", f.serveItem)
-	f.srv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
-	go f.srv.Serve(ln)
+	f.handler = mux
 	return f, nil
 }
 
@@ -110,26 +206,35 @@ func (f *Fixture) Name() string { return f.cfg.Name }
 // Stats returns the counters now.
 func (f *Fixture) Stats() Stats {
 	s := &f.stats
-	return Stats{
+	st := Stats{
 		Started:               s.started.Load(),
 		Completed:             s.completed.Load(),
 		CompletedAfterCancel:  s.wasted.Load(),
 		CancellationsObserved: s.cancelled.Load(),
 		Hedges:                s.hedges.Load(),
 		MaxInFlight:           s.maxInFlight.Load(),
+		HedgesServed:          s.hedgesServed.Load(),
+		Rejected:              s.rejected.Load(),
+		QueueWait:             time.Duration(s.queueWaitNs.Load()),
 	}
+	if f.queue != nil {
+		q := f.queue.state()
+		st.Queued, st.MaxQueue = q.total, int64(q.peak)
+	}
+	return st
 }
 
-// Settle waits until no handler is working, or ctx ends: work that goes on
-// after a cancellation must be counted before the counters are read.
+// Settle waits until no handler is working or queued, or ctx ends: work
+// that goes on after a cancellation must be counted before the counters are
+// read.
 func (f *Fixture) Settle(ctx context.Context) error {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for f.inFlight.Load() > 0 {
+	for f.pending.Load() > 0 {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("lab: fixture %s: %d requests still working: %w", f.cfg.Name, f.inFlight.Load(), ctx.Err())
+			return fmt.Errorf("lab: fixture %s: %d requests still waiting or working: %w", f.cfg.Name, f.pending.Load(), ctx.Err())
 		}
 	}
 	return nil
@@ -137,7 +242,10 @@ func (f *Fixture) Settle(ctx context.Context) error {
 
 // Close stops the fixture and waits (up to a minute) for its handlers.
 func (f *Fixture) Close() error {
-	err := f.srv.Close()
+	var err error
+	if f.srv != nil {
+		err = f.srv.Close()
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -155,12 +263,46 @@ func (f *Fixture) serveStats(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	f.pending.Add(1)
+	defer f.pending.Add(-1)
+	s := &f.stats
+	req := Request{Hedge: r.Header.Get(hedge.HedgeHeader) != "", At: arrived.Sub(f.start)}
+	req.ID, _ = strconv.ParseUint(r.URL.Query().Get("id"), 10, 64)
+	if req.Hedge {
+		s.hedges.Add(1)
+	}
+	if f.queue != nil {
+		// A server that keeps working after a cancel does not notice it in
+		// its queue either: the request waits its turn and is served, so
+		// a duplicate's cost shows at the server. With StopOnCancel, it
+		// leaves the queue instead.
+		qctx := r.Context()
+		if !f.cfg.StopOnCancel {
+			qctx = context.WithoutCancel(qctx)
+		}
+		queued, err := f.queue.acquire(qctx, req.Hedge)
+		if queued {
+			s.queueWaitNs.Add(int64(time.Since(arrived)))
+		}
+		switch {
+		case errors.Is(err, errQueueFull):
+			s.rejected.Add(1)
+			http.Error(w, fmt.Sprintf("lab: fixture %s: queue full (%d waiting)", f.cfg.Name, f.cfg.QueueLimit), http.StatusServiceUnavailable)
+			return
+		case err != nil:
+			// The client left while the request waited: it never started.
+			s.cancelled.Add(1)
+			return
+		}
+		defer f.queue.release()
+	}
+
 	n := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
-	s := &f.stats
 	s.started.Add(1)
-	if r.Header.Get("Tailgate-Hedge") != "" {
-		s.hedges.Add(1)
+	if req.Hedge {
+		s.hedgesServed.Add(1)
 	}
 	for {
 		m := s.maxInFlight.Load()
@@ -168,9 +310,8 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	id, _ := strconv.ParseUint(r.URL.Query().Get("id"), 10, 64)
 	f.mu.Lock()
-	d := f.cfg.Model.Sample(f.rng, id)
+	d := f.cfg.Model.Sample(f.rng, req)
 	f.mu.Unlock()
 
 	timer := time.NewTimer(d)
@@ -190,7 +331,7 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, "{\"value\":%q}\n", f.cfg.Name+":"+strconv.FormatUint(id, 10))
+	fmt.Fprintf(w, "{\"value\":%q}\n", f.cfg.Name+":"+strconv.FormatUint(req.ID, 10))
 }
 
 // startPair starts two fixtures, replica-a and replica-b, with the same

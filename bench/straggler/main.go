@@ -1,9 +1,9 @@
 // Command straggler measures the gateway on the workload of issue 3: two
 // loopback replicas that serve 5% of requests in 40ms and the rest in 1ms,
-// reached directly and through the gateway, with the replicas' own counters
+// read directly and through the gateway, with the replicas' own counters
 // of the work they did. It prints one JSON line per configuration.
 //
-//	go run ./bench/straggler [-requests 2000] [-concurrency 4]
+//	go run ./bench/straggler [-requests 2000] [-rate 200]
 package main
 
 import (
@@ -20,8 +20,8 @@ import (
 )
 
 func main() {
-	requests := flag.Int("requests", 2000, "requests per run")
-	concurrency := flag.Int("concurrency", 4, "requests in flight")
+	requests := flag.Int("requests", 2000, "requests per side")
+	rate := flag.Float64("rate", 200, "offered load per second (open loop)")
 	flag.Parse()
 	straggle := lab.Straggler{Fraction: 0.05, Fast: time.Millisecond, Slow: 40 * time.Millisecond}
 	configs := []struct {
@@ -39,8 +39,8 @@ func main() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, c := range configs {
-		res, err := lab.RunGatewayWorkload(context.Background(), lab.WorkloadConfig{
-			Requests: *requests, Concurrency: *concurrency, Model: c.model,
+		res, err := lab.RunStraggler(context.Background(), lab.StragglerConfig{
+			Requests: *requests, Rate: *rate, Model: c.model,
 			Gateway: gateway.Config{Policy: c.policy()},
 		})
 		if err != nil {
@@ -49,7 +49,7 @@ func main() {
 		}
 		enc.Encode(struct {
 			Name string `json:"name"`
-			lab.WorkloadResult
+			*lab.StragglerReport
 		}{c.name, res})
 	}
 }

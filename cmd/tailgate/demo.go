@@ -5,95 +5,110 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/lab"
 )
 
-const demoSynopsis = `Starts two replicas on 127.0.0.1 whose requests occasionally straggle, then
-sends the same reads twice: plainly, and through Tailgate's hedging client,
-which sends a duplicate to the other replica when an answer is late. Prints
-latency percentiles, attempts, and the work the servers really did.`
+const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about a minute:
+  1. straggler: two replicas where a few reads straggle on their primary,
+     read directly and through the hedging gateway;
+  2. sweep: what each hedge delay costs in duplicate work, and where the knee is;
+  3. overload: load past capacity, with and without the budget and gate.
+Prints a summary and writes an HTML report with plots.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", demoSynopsis, stderr)
-	requests := fs.Int("requests", 600, "reads per run (1 to 100000)")
-	concurrency := fs.Int("concurrency", 4, "reads in flight at once (1 to 256)")
-	delay := fs.String("hedge-delay", "auto", `hedge delay: a duration ("10ms"), "auto" (adaptive p95) or a percentile ("p90")`)
-	fraction := fs.Float64("hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts per request, in [0, 1]")
-	slowShare := fs.Float64("slow-share", 0.03, "share of requests a replica serves slowly, in [0, 1]")
-	slow := fs.Duration("slow", 50*time.Millisecond, "latency of a slow request (at most 10s)")
-	fast := fs.Duration("fast", time.Millisecond, "latency of the other requests (at most 10s)")
-	seed := fs.Uint64("seed", 1, "seed of the replicas' latency draws")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
+	html := fs.String("html", "tailgate-report.html", "where to write the HTML report")
+	seed := fs.Uint64("seed", 1, "seed of arrivals and latency draws")
+	asJSON := fs.Bool("json", false, "print the full results as JSON instead of a summary")
+	short := fs.Bool("short", false, "run each experiment at about a quarter of its size (about 15 seconds; noisier figures)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	switch {
-	case *requests < 1 || *requests > 100000:
-		return usageError(stderr, "demo", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
-	case *concurrency < 1 || *concurrency > 256:
-		return usageError(stderr, "demo", fmt.Errorf("-concurrency %d must be within [1, 256]", *concurrency))
-	case !(*slowShare >= 0 && *slowShare <= 1):
-		return usageError(stderr, "demo", fmt.Errorf("-slow-share %v must be within [0, 1]", *slowShare))
-	case *slow < 0 || *slow > 10*time.Second || *fast < 0 || *fast > 10*time.Second:
-		return usageError(stderr, "demo", fmt.Errorf("-slow and -fast must be within [0, 10s]"))
-	}
-	fixed, q, err := hedge.ParseDelay(*delay)
-	if err != nil {
-		return usageError(stderr, "demo", err)
-	}
-	budget, err := hedge.NewBudget(*fraction, hedge.DefaultBudgetBurst)
-	if err != nil {
-		return usageError(stderr, "demo", err)
-	}
-	cfg := lab.DemoConfig{
-		Requests:    *requests,
-		Concurrency: *concurrency,
-		Model:       lab.Straggler{Fraction: *slowShare, Fast: *fast, Slow: *slow},
-		Seed:        *seed,
-		Policy:      hedge.Policy{Delay: fixed, Adaptive: hedge.Adaptive{Quantile: q}, Budget: budget},
+	if *html == "" {
+		return usageError(stderr, "demo", fmt.Errorf("-html needs a file name"))
 	}
 	if !*asJSON {
-		fmt.Fprintf(stdout, "Tailgate demo: two replicas on 127.0.0.1; %s.\n", cfg.Model)
-		fmt.Fprintf(stdout, "Sending %d reads plainly, then %d through the hedging client (%d at a time)...\n\n", cfg.Requests, cfg.Requests, cfg.Concurrency)
+		fmt.Fprintln(stdout, "Tailgate demo: loopback replicas on 127.0.0.1, about a minute...")
 	}
-	res, err := lab.RunDemo(ctx, cfg)
+	var prog func(stage string, done, total int)
+	if p := progress(stderr, "demo"); p != nil {
+		start := time.Now()
+		prog = func(stage string, done, total int) {
+			fmt.Fprintf(stderr, "\r%-10s %d/%d (%s)   ", stage, done, total, time.Since(start).Round(time.Second))
+		}
+	}
+	res, err := lab.RunDemo(ctx, lab.DemoConfig{Seed: *seed, Progress: prog, Short: *short})
+	if prog != nil {
+		fmt.Fprintln(stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tailgate demo: %v\n", err)
+		return exitError
+	}
+	path, err := filepath.Abs(*html)
+	if err != nil {
+		path = *html
+	}
+	if err := writeFile(path, func(w io.Writer) error {
+		return lab.WriteHTML(w, "Tailgate demo", res.Environment, res.Sections()...)
+	}); err != nil {
+		fmt.Fprintf(stderr, "tailgate demo: writing the report: %v\n", err)
 		return exitError
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(stderr, "tailgate demo: %v\n", err)
+			return exitError
+		}
 		return exitOK
 	}
-	printDemo(stdout, res, *delay)
+	printDemo(stdout, res)
+	fmt.Fprintf(stdout, "\nReport with plots: %s (open it in a browser)\n", path)
 	return exitOK
 }
 
-func printDemo(w io.Writer, r lab.DemoResult, delay string) {
+func printDemo(w io.Writer, r *lab.DemoResult) {
+	s := r.Straggler
+	fmt.Fprintf(w, "\n1. straggler: %d reads at %.0f/s; every 20th straggles %s\n", s.Requests, s.Rate, "80ms on its primary (2ms otherwise)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tp50\tp90\tp99\tmax\tattempts/read\tserver work/read\twasted work/read\t")
-	for _, s := range []lab.RunSummary{r.Baseline, r.Hedged} {
-		n := float64(s.Requests)
-		fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1fms\t%.1fms\t%.3f\t%.3f\t%.3f\t\n", s.Name, s.P50Ms, s.P90Ms, s.P99Ms, s.MaxMs,
-			float64(s.Attempts)/n, float64(s.ServerCompleted)/n, float64(s.ServerWasted)/n)
+	fmt.Fprintln(tw, "\tp50\tp90\tp99\tp99.9\tbackend attempts/read\twasted/read\t")
+	for _, side := range []struct {
+		name string
+		s    lab.StragglerSide
+	}{{"direct", s.Baseline}, {"gateway (" + s.HedgeDelay + ")", s.Hedged}} {
+		fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1fms\t%.1fms\t%.3f\t%.3f\t\n", side.name, side.s.P50Ms, side.s.P90Ms, side.s.P99Ms, side.s.P999Ms,
+			side.s.BackendAttemptsPerRequest, float64(side.s.Work.CompletedAfterCancel)/float64(s.Requests))
 	}
 	tw.Flush()
-	h, b := r.Hedged, r.Baseline
-	hedges := h.Attempts - h.Requests
-	fmt.Fprintf(w, "\nHedging (delay %s, settled at %.1fms): %d hedges sent (%.1f%% extra attempts), %d won;\n",
-		delay, h.FinalHedgeDelayMs, hedges, 100*float64(hedges)/float64(h.Requests), h.HedgesWon)
-	fmt.Fprintf(w, "%d hedges held back by the budget or gate. Of %d losers cancelled, %d stopped at the client,\n",
-		h.HedgesSuppressed, h.CancelsRequested, h.CancelsObserved)
-	fmt.Fprintf(w, "yet the replicas finished %d of them anyway: wasted work the client never saw.\n", h.ServerWasted)
-	if h.P99Ms > 0 {
-		fmt.Fprintf(w, "\nResult: p99 %.1fms -> %.1fms (%.1fx lower) for %.1f%% more server work.\n",
-			b.P99Ms, h.P99Ms, b.P99Ms/h.P99Ms, 100*(float64(h.ServerCompleted)/float64(b.ServerCompleted)-1))
+	fmt.Fprintf(w, "   p99 %.1fms -> %.1fms (%.1fx lower) for %.1f%% more backend attempts; the replicas finished %d cancelled losers anyway.\n",
+		s.Baseline.P99Ms, s.Hedged.P99Ms, s.P99Ratio, 100*(s.Hedged.BackendAttemptsPerRequest-1), s.Hedged.Work.CompletedAfterCancel)
+
+	sw := r.Sweep
+	fmt.Fprintf(w, "\n2. sweep: %d reads per point against %s; budget and gate open\n", sw.Requests, sw.Model)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tp50\tp99\textra attempts\twasted\t\t")
+	for _, p := range append([]lab.SweepPoint{sw.Baseline}, sw.Points...) {
+		mark := ""
+		if p.Label == sw.Knee {
+			mark = "<- knee"
+		}
+		fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, p.P50Ms, p.P99Ms, p.ExtraAttemptsPct, p.WastedPct, mark)
 	}
-	fmt.Fprintf(w, "(%s, %d CPUs; figures vary from run to run on a shared machine.)\n", r.GoVersion, r.CPUs)
+	tw.Flush()
+
+	o := r.Overload
+	fmt.Fprintf(w, "\n3. overload: two replicas with FIFO queues, capacity %.0f reads/s\n", o.Capacity)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered\t\tattempts/read\tgoodput\tp99\tfailed\t")
+	for _, p := range o.Points {
+		fmt.Fprintf(tw, "%.0f/s\t%s\t%.2f\t%.0f/s\t%.0fms\t%d\t\n", p.OfferedRate, p.Condition, p.AttemptsPerRequest, p.GoodputPerSec, p.P99Ms, p.Failed+p.Dropped)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(%s, %d CPUs, seed %d; figures vary from run to run on a shared machine.)\n", r.Environment.GoVersion, r.Environment.CPUs, r.Environment.Seed)
 }

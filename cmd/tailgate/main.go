@@ -35,6 +35,8 @@ type command struct {
 var commands = []command{
 	{"serve", "run the read gateway: a hedging reverse proxy for GET and HEAD", runServe},
 	{"demo", "run a short hedging demonstration on loopback replicas", runDemo},
+	{"lab", "run an experiment: compare | straggler | sweep | overload", runLab},
+	{"fixture", "run a controlled replica on a loopback address", runFixture},
 	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
 }
 
@@ -72,7 +74,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "tailgate <command> -h" for a command's flags.`)

@@ -80,11 +80,7 @@ func TestCalcRejects(t *testing.T) {
 }
 
 func TestDemoRejects(t *testing.T) {
-	bad := [][]string{
-		{"-requests", "0"}, {"-concurrency", "1000"}, {"-slow-share", "2"}, {"-slow", "1h"},
-		{"-hedge-delay", "soon"}, {"-hedge-fraction", "3"}, {"-fast", "-1s"},
-	}
-	for _, args := range bad {
+	for _, args := range [][]string{{"-html", ""}, {"-seed", "x"}, {"-nope"}, {"stray"}} {
 		code, _, stderr := runCmd(append([]string{"demo"}, args...)...)
 		if code != exitUsage || stderr == "" {
 			t.Errorf("demo %v: exit %d, stderr %q; want 2 with a message", args, code, stderr)
@@ -93,20 +89,21 @@ func TestDemoRejects(t *testing.T) {
 }
 
 func TestDemoRuns(t *testing.T) {
-	code, stdout, stderr := runCmd("demo", "-requests", "120", "-slow-share", "0.1", "-slow", "20ms", "-hedge-delay", "4ms")
+	html := t.TempDir() + "/report.html"
+	code, stdout, stderr := runCmd("demo", "-short", "-html", html)
 	if code != exitOK {
 		t.Fatalf("demo: %d %q", code, stderr)
 	}
-	for _, want := range []string{"baseline", "hedged", "p99", "hedges sent", "Result: p99"} {
+	for _, want := range []string{"1. straggler", "2. sweep", "<- knee", "3. overload", "hedging, budget and gate off", "Report with plots: " + html} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}
 	}
-	code, stdout, _ = runCmd("demo", "-requests", "40", "-json")
-	var res struct {
-		Baseline, Hedged struct{ Requests int }
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != exitOK || res.Hedged.Requests != 40 {
-		t.Errorf("demo -json: %d %v %q", code, err, stdout)
+	if n := strings.Count(string(page), "<svg"); n != 5 {
+		t.Errorf("report has %d plots, want 5 (CDF, frontier, 3 overload)", n)
 	}
 }

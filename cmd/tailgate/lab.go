@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/lab"
+)
+
+const labSynopsis = `Runs a lab experiment on 127.0.0.1 and reports it: JSON Lines on stdout,
+the full report as JSON with -out, and an HTML page with plots with -html.
+
+  compare    the lab's client: one slow primary alone, then hedged to a fast secondary
+  straggler  two replicas, a few slow primaries: directly, then through the gateway
+  sweep      the latency/work frontier: fixed delays and adaptive percentiles
+  overload   offered load past capacity, with and without the budget and gate
+
+Run "tailgate lab <experiment> -h" for its flags.`
+
+var experiments = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
+	"compare":   runLabCompare,
+	"straggler": runLabStraggler,
+	"sweep":     runLabSweep,
+	"overload":  runLabOverload,
+}
+
+func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		w := stdout
+		if len(args) == 0 {
+			w = stderr
+		}
+		fmt.Fprintf(w, "Usage: tailgate lab <experiment> [flags]\n\n%s\n", labSynopsis)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	run, ok := experiments[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep or overload\n", args[0])
+		return exitUsage
+	}
+	return run(ctx, args[1:], stdout, stderr)
+}
+
+// outputs are the flags every experiment shares.
+type outputs struct {
+	out, html string
+	seed      uint64
+}
+
+func (o *outputs) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.out, "out", "", "write the full report (receipts included where there are any) as JSON to this file")
+	fs.StringVar(&o.html, "html", "", "write a self-contained HTML page with plots to this file")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of arrivals and latency draws (reproducible runs)")
+}
+
+// write emits lines as JSON Lines and the report to -out and -html.
+func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner, env lab.Environment, lines ...any) int {
+	enc := json.NewEncoder(stdout)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			fmt.Fprintf(stderr, "tailgate lab %s: %v\n", name, err)
+			return exitError
+		}
+	}
+	if o.out != "" {
+		if err := writeFile(o.out, func(w io.Writer) error {
+			e := json.NewEncoder(w)
+			e.SetIndent("", "  ")
+			return e.Encode(rep)
+		}); err != nil {
+			fmt.Fprintf(stderr, "tailgate lab %s: -out: %v\n", name, err)
+			return exitError
+		}
+	}
+	if o.html != "" {
+		if err := writeFile(o.html, func(w io.Writer) error {
+			return lab.WriteHTML(w, "Tailgate lab: "+name, env, rep)
+		}); err != nil {
+			fmt.Fprintf(stderr, "tailgate lab %s: -html: %v\n", name, err)
+			return exitError
+		}
+		fmt.Fprintf(stderr, "tailgate lab %s: wrote %s\n", name, o.html)
+	}
+	return exitOK
+}
+
+// writeFile writes through a temporary file and renames it into place, so
+// a failed run never leaves half a report.
+func writeFile(path string, fill func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(dirOf(path), ".tailgate-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := fill(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+// progress returns a callback that keeps one status line on stderr when it
+// is a terminal, and nil otherwise (a log file gets no carriage returns).
+func progress(stderr io.Writer, what string) func(done, total int) {
+	f, ok := stderr.(*os.File)
+	if !ok {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	start := time.Now()
+	return func(done, total int) {
+		fmt.Fprintf(stderr, "\r%s: %d/%d (%s)", what, done, total, time.Since(start).Round(time.Second))
+		if done == total {
+			fmt.Fprintln(stderr)
+		}
+	}
+}
+
+func failed(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "tailgate lab %s: %v\n", name, err)
+	return exitError
+}
+
+func runLabCompare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lab compare", `The lab's bounded client (2 attempts, 64 KiB, 2 s) reading from the primary
+alone, then hedging to the secondary after -delay-ms. Without -primary and
+-secondary, two fixtures are started on 127.0.0.1: a primary taking 80 ms and
+a secondary taking 5 ms. External endpoints must answer GET with 200 and JSON
+{"value": "<non-empty>"}; any other answer is reported per attempt.`, stderr)
+	var o outputs
+	o.register(fs)
+	samples := fs.Int("samples", 200, "reads per side (1 to 100000)")
+	delay := fs.Float64("delay-ms", 10, "hedge delay in milliseconds (> 0)")
+	rate := fs.Float64("rate", 20, "offered load, reads per second (open loop; > 0)")
+	primary := fs.String("primary", "", "primary endpoint URL (with -secondary)")
+	secondary := fs.String("secondary", "", "secondary endpoint URL (with -primary)")
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	switch {
+	case *samples < 1 || *samples > 100000:
+		return usageError(stderr, "lab compare", fmt.Errorf("-samples %d must be within [1, 100000]", *samples))
+	case !(*delay > 0 && *delay <= 60000):
+		return usageError(stderr, "lab compare", fmt.Errorf("-delay-ms %v must be within (0, 60000]", *delay))
+	case !(*rate > 0 && *rate <= 10000):
+		return usageError(stderr, "lab compare", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
+	case (*primary == "") != (*secondary == ""):
+		return usageError(stderr, "lab compare", errors.New("-primary and -secondary go together"))
+	}
+	for _, u := range []string{*primary, *secondary} {
+		if u == "" {
+			continue
+		}
+		if _, err := hedge.ParseTarget(baseURL(u)); err != nil {
+			return usageError(stderr, "lab compare", err)
+		}
+	}
+	rep, err := lab.RunCompare(ctx, lab.CompareConfig{Samples: *samples, Delay: time.Duration(*delay * float64(time.Millisecond)),
+		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed})
+	if err != nil {
+		return failed(stderr, "compare", err)
+	}
+	line := struct {
+		Experiment  string                `json:"experiment"`
+		Baseline    lab.CompareSide       `json:"baseline"`
+		Hedged      lab.CompareSide       `json:"hedged"`
+		FixtureWork *lab.CompareWork      `json:"fixtureWork"`
+		Config      lab.CompareConfigJSON `json:"config"`
+	}{"compare", rep.Baseline, rep.Hedged, rep.FixtureWork, rep.Config}
+	return o.write("compare", stdout, stderr, rep, rep.Environment, line)
+}
+
+// baseURL trims a full URL to its scheme and host.
+func baseURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {
+			return u[:i+3+j]
+		}
+	}
+	return u
+}
+
+func runLabStraggler(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lab straggler", `Two fixtures on 127.0.0.1; the listed request IDs (by default every 20th)
+straggle on whichever replica serves them as a primary and are fast as a
+hedge. The same reads go directly with alternating primaries (baseline), then
+through the real gateway in-process (hedged). Latency is measured from each
+read's scheduled time; attempts and wasted work are the replicas' counts.`, stderr)
+	var o outputs
+	o.register(fs)
+	requests := fs.Int("requests", 500, "reads per side (1 to 100000)")
+	rate := fs.Float64("rate", 100, "offered load, reads per second (open loop; > 0)")
+	delay := fs.String("hedge-delay", "auto", `gateway hedge delay: a duration, "auto" or a percentile ("p90")`)
+	model := fs.String("model", "", "latency model of both replicas (default: slowids, every 20th id 80ms as a primary, 2ms otherwise); see tailgate fixture -h")
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	if *requests < 1 || *requests > 100000 {
+		return usageError(stderr, "lab straggler", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
+	}
+	if !(*rate > 0 && *rate <= 10000) {
+		return usageError(stderr, "lab straggler", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
+	}
+	p, err := policyFlag(*delay)
+	if err != nil {
+		return usageError(stderr, "lab straggler", err)
+	}
+	var m lab.Model
+	if *model != "" {
+		if m, err = lab.ParseModel(*model); err != nil {
+			return usageError(stderr, "lab straggler", err)
+		}
+	}
+	rep, err := lab.RunStraggler(ctx, lab.StragglerConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed,
+		Gateway: gateway.Config{Policy: p}})
+	if err != nil {
+		return failed(stderr, "straggler", err)
+	}
+	type line struct {
+		Experiment string `json:"experiment"`
+		lab.StragglerSide
+	}
+	return o.write("straggler", stdout, stderr, rep, rep.Environment,
+		line{"straggler", rep.Baseline}, line{"straggler", rep.Hedged})
+}
+
+// policyFlag turns a -hedge-delay value into a policy.
+func policyFlag(delay string) (hedge.Policy, error) {
+	fixed, q, err := hedge.ParseDelay(delay)
+	if err != nil {
+		return hedge.Policy{}, fmt.Errorf("-hedge-delay: %w", err)
+	}
+	return hedge.Policy{Delay: fixed, Adaptive: hedge.Adaptive{Quantile: q}}, nil
+}
+
+func runLabSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lab sweep", `The latency/work frontier: the same reads through the lab's hedging client
+at each fixed delay and each adaptive percentile, against two fixtures, with
+the budget and gate opened wide so each point shows its delay's own cost. For
+each: p50/p99/p99.9, extra attempts and wasted server work; names the knee.`, stderr)
+	var o outputs
+	o.register(fs)
+	requests := fs.Int("requests", 400, "reads per point (1 to 100000)")
+	rate := fs.Float64("rate", 200, "offered load, reads per second (open loop; > 0)")
+	model := fs.String("model", "lognormal:p50=4ms,p99=60ms", "latency model of both replicas; see tailgate fixture -h")
+	delays := fs.String("delays", "1ms,2ms,3ms,5ms,8ms,13ms,20ms,30ms,50ms", "comma-separated fixed delays")
+	quantiles := fs.String("quantiles", "p50,p75,p90,p95,p99", "comma-separated adaptive percentiles")
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	if *requests < 1 || *requests > 100000 {
+		return usageError(stderr, "lab sweep", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
+	}
+	if !(*rate > 0 && *rate <= 10000) {
+		return usageError(stderr, "lab sweep", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
+	}
+	m, err := lab.ParseModel(*model)
+	if err != nil {
+		return usageError(stderr, "lab sweep", err)
+	}
+	cfg := lab.SweepConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed, Progress: progress(stderr, "sweep")}
+	cfg.Delays = []time.Duration{}
+	for _, s := range splitList(*delays) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > time.Minute {
+			return usageError(stderr, "lab sweep", fmt.Errorf("-delays: %q is not a duration within (0, 1m]", s))
+		}
+		cfg.Delays = append(cfg.Delays, d)
+	}
+	cfg.Quantiles = []float64{}
+	for _, s := range splitList(*quantiles) {
+		_, q, err := hedge.ParseDelay(s)
+		if err != nil || q == 0 {
+			return usageError(stderr, "lab sweep", fmt.Errorf("-quantiles: %q is not a percentile like p95", s))
+		}
+		cfg.Quantiles = append(cfg.Quantiles, q)
+	}
+	if len(cfg.Delays)+len(cfg.Quantiles) == 0 {
+		return usageError(stderr, "lab sweep", errors.New("nothing to sweep: give -delays or -quantiles"))
+	}
+	rep, err := lab.RunSweep(ctx, cfg)
+	if err != nil {
+		return failed(stderr, "sweep", err)
+	}
+	type line struct {
+		Experiment string `json:"experiment"`
+		lab.SweepPoint
+		Knee bool `json:"knee,omitempty"`
+	}
+	lines := []any{line{"sweep", rep.Baseline, false}}
+	for _, p := range rep.Points {
+		lines = append(lines, line{"sweep", p, p.Label == rep.Knee})
+	}
+	return o.write("sweep", stdout, stderr, rep, rep.Environment, lines...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func runLabOverload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lab overload", `Open-loop load from below to above two fixtures' capacity (each serves
+-workers requests at once, the rest queue), read without hedging, with
+hedging bounded by the budget and gate, and with hedging unbounded: attempts
+per read, goodput and p99 at each load.`, stderr)
+	var o outputs
+	o.register(fs)
+	workers := fs.Int("workers", 2, "requests each fixture serves at once (1 to 64)")
+	service := fs.Duration("service", 20*time.Millisecond, "service time of each request (up to 1s)")
+	loads := fs.String("loads", "0.5,0.8,1,1.2,1.5,2", "offered loads, as multiples of capacity (each in (0, 5])")
+	duration := fs.Duration("duration", 3*time.Second, "how long each load is offered (up to 1m)")
+	delay := fs.Duration("hedge-delay", 30*time.Millisecond, "hedge delay")
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return code
+	}
+	switch {
+	case *workers < 1 || *workers > 64:
+		return usageError(stderr, "lab overload", fmt.Errorf("-workers %d must be within [1, 64]", *workers))
+	case *service <= 0 || *service > time.Second:
+		return usageError(stderr, "lab overload", fmt.Errorf("-service %v must be within (0, 1s]", *service))
+	case *duration <= 0 || *duration > time.Minute:
+		return usageError(stderr, "lab overload", fmt.Errorf("-duration %v must be within (0, 1m]", *duration))
+	case *delay <= 0 || *delay > time.Minute:
+		return usageError(stderr, "lab overload", fmt.Errorf("-hedge-delay %v must be within (0, 1m]", *delay))
+	}
+	cfg := lab.OverloadConfig{Workers: *workers, Service: *service, Duration: *duration, Delay: *delay, Seed: o.seed,
+		Progress: progress(stderr, "overload")}
+	for _, s := range splitList(*loads) {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(x > 0 && x <= 5) {
+			return usageError(stderr, "lab overload", fmt.Errorf("-loads: %q is not a multiple within (0, 5]", s))
+		}
+		cfg.Loads = append(cfg.Loads, x)
+	}
+	if len(cfg.Loads) == 0 {
+		return usageError(stderr, "lab overload", errors.New("-loads is empty"))
+	}
+	if rps := 2 * float64(*workers) / service.Seconds() * maxOf(cfg.Loads); rps > 5000 {
+		return usageError(stderr, "lab overload", fmt.Errorf("the highest load would offer %.0f reads/s: keep it under 5000 (fewer -workers, longer -service)", rps))
+	}
+	rep, err := lab.RunOverload(ctx, cfg)
+	if err != nil {
+		return failed(stderr, "overload", err)
+	}
+	type line struct {
+		Experiment string `json:"experiment"`
+		lab.OverloadPoint
+	}
+	var lines []any
+	for _, p := range rep.Points {
+		lines = append(lines, line{"overload", p})
+	}
+	return o.write("overload", stdout, stderr, rep, rep.Environment, lines...)
+}
+
+func maxOf(x []float64) float64 {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	return m
+}

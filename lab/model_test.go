@@ -1,0 +1,335 @@
+package lab
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLognormalPercentiles(t *testing.T) {
+	for _, m := range []Lognormal{
+		{P50: 8 * time.Millisecond, P99: 90 * time.Millisecond},
+		{P50: time.Millisecond, P99: 2 * time.Millisecond},
+		{P50: 200 * time.Microsecond, P99: 50 * time.Millisecond},
+	} {
+		rng := rand.New(rand.NewPCG(11, 12))
+		const n = 200000
+		d := make([]time.Duration, n)
+		for i := range d {
+			d[i] = m.Sample(rng, Request{ID: uint64(i)})
+		}
+		slices.Sort(d)
+		for _, c := range []struct {
+			q    float64
+			want time.Duration
+		}{{0.5, m.P50}, {0.99, m.P99}} {
+			got := rank(d, c.q)
+			if rel := math.Abs(float64(got-c.want)) / float64(c.want); rel > 0.03 {
+				t.Errorf("%v: p%g %v, want %v ± 3%% (off by %.1f%%)", m, 100*c.q, got, c.want, 100*rel)
+			}
+		}
+	}
+}
+
+func TestLognormalEdges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	if d := (Lognormal{P50: 5 * time.Millisecond, P99: 5 * time.Millisecond}).Sample(rng, Request{}); d != 5*time.Millisecond {
+		t.Errorf("p50 = p99: got %v, want the constant 5ms", d)
+	}
+	if d := (Lognormal{}).Sample(rng, Request{}); d != 0 {
+		t.Errorf("zero model: %v", d)
+	}
+	// An absurd sigma is capped at the limit, never overflows.
+	wild := Lognormal{P50: 1, P99: time.Minute}
+	for range 10000 {
+		if d := wild.Sample(rng, Request{}); d < 0 || d > maxModelDuration {
+			t.Fatalf("draw %v outside [0, %v]", d, maxModelDuration)
+		}
+	}
+}
+
+func TestStragglerExtremes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	never := Straggler{Fraction: 0, Fast: time.Millisecond, Slow: time.Second}
+	always := Straggler{Fraction: 1, Fast: time.Millisecond, Slow: time.Second}
+	for range 1000 {
+		if never.Sample(rng, Request{}) != time.Millisecond || always.Sample(rng, Request{}) != time.Second {
+			t.Fatal("fraction 0 or 1 not honoured")
+		}
+	}
+}
+
+func TestSlowIDs(t *testing.T) {
+	const fast, slow = time.Millisecond, 80 * time.Millisecond
+	ids := []uint64{3, 17, 42}
+	for _, primaryOnly := range []bool{false, true} {
+		m := SlowIDs{IDs: ids, Fast: fast, Slow: slow, PrimaryOnly: primaryOnly}
+		for id := range uint64(100) {
+			for _, hedged := range []bool{false, true} {
+				want := fast
+				if slices.Contains(ids, id) && !(hedged && primaryOnly) {
+					want = slow
+				}
+				if got := m.Sample(nil, Request{ID: id, Hedge: hedged, At: time.Duration(id)}); got != want {
+					t.Errorf("%v: id %d hedge %v: %v, want %v", m, id, hedged, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestStalls(t *testing.T) {
+	m := Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Constant(time.Millisecond)}
+	ms := time.Millisecond
+	for _, c := range []struct{ at, want time.Duration }{
+		{0, 101 * ms},                    // a stall at the start
+		{30 * ms, 71 * ms},               // waits to the stall's end, then base
+		{100*ms - 1, 1*ms + 1},           // the last nanosecond of the stall
+		{100 * ms, 1 * ms},               // the stall is over (half-open)
+		{500 * ms, 1 * ms},               // between stalls
+		{999 * ms, 1 * ms},               // just before the next
+		{time.Second, 101 * ms},          // the next stall
+		{3*time.Second + 40*ms, 61 * ms}, // and a later one
+	} {
+		if got := m.Sample(nil, Request{At: c.at}); got != c.want {
+			t.Errorf("arrival at %v: %v, want %v", c.at, got, c.want)
+		}
+	}
+	// Base sees the request as arriving when the stall ends.
+	var seen []Request
+	rec := Stalls{Every: time.Second, For: 100 * ms, Base: recordModel{seen: &seen}}
+	rec.Sample(nil, Request{ID: 9, At: 30 * ms})
+	rec.Sample(nil, Request{ID: 10, At: 300 * ms})
+	if want := []Request{{ID: 9, At: 100 * ms}, {ID: 10, At: 300 * ms}}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("base saw %v, want %v", seen, want)
+	}
+	// Nil base: the stall alone.
+	if got := (Stalls{Every: time.Second, For: 100 * ms}).Sample(nil, Request{At: 50 * ms}); got != 50*ms {
+		t.Errorf("nil base: %v", got)
+	}
+}
+
+// recordModel is a Model that records the requests it prices and answers d.
+type recordModel struct {
+	seen *[]Request
+	d    time.Duration
+}
+
+func (r recordModel) Sample(_ *rand.Rand, req Request) time.Duration {
+	*r.seen = append(*r.seen, req)
+	return r.d
+}
+func (recordModel) String() string { return "record" }
+
+func TestModelRoundTrip(t *testing.T) {
+	models := []Model{
+		Constant(0),
+		Constant(5 * time.Millisecond),
+		Constant(1500 * time.Microsecond),
+		Constant(time.Minute),
+		Lognormal{P50: 8 * time.Millisecond, P99: 90 * time.Millisecond},
+		Lognormal{P50: 3, P99: 3},
+		Straggler{Fraction: 0.05, Fast: time.Millisecond, Slow: 40 * time.Millisecond},
+		Straggler{Fraction: 1e-7, Fast: 0, Slow: time.Nanosecond},
+		Straggler{Fraction: 1, Fast: time.Second, Slow: time.Second},
+		SlowIDs{IDs: []uint64{3, 17, 42}, Fast: time.Millisecond, Slow: 80 * time.Millisecond, PrimaryOnly: true},
+		SlowIDs{IDs: []uint64{math.MaxUint64, 0}, Fast: 0, Slow: time.Millisecond},
+		SlowIDs{Fast: time.Millisecond, Slow: time.Second}, // no ids: all fast
+		Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Constant(time.Millisecond)},
+		Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Stalls{Every: 50 * time.Millisecond, For: time.Millisecond,
+			Base: Straggler{Fraction: 0.25, Fast: time.Millisecond, Slow: 9 * time.Millisecond}}},
+	}
+	for _, m := range models {
+		got, err := ParseModel(m.String())
+		if err != nil {
+			t.Errorf("%v: %v", m, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, m) || got.String() != m.String() {
+			t.Errorf("%v parsed as %#v", m, got)
+		}
+	}
+	for text, want := range map[string]string{
+		"const:5ms":                               "const:5ms",
+		" const : 5000us ":                        "const:5ms",
+		"lognormal:p99=90ms, p50=8ms":             "lognormal:p50=8ms,p99=90ms",
+		"straggler:slow=40ms,frac=.05,fast=1ms":   "straggler:frac=0.05,fast=1ms,slow=40ms",
+		"slowids:primary,ids=3/17,slow=1s,fast=0": "slowids:ids=3/17,fast=0s,slow=1s,primary",
+		"stalls:for=100ms,every=1s,base=stalls:every=10ms,for=1ms,base=lognormal:p50=1ms,p99=2ms": "stalls:every=1s,for=100ms,base=stalls:every=10ms,for=1ms,base=lognormal:p50=1ms,p99=2ms",
+	} {
+		m, err := ParseModel(text)
+		if err != nil || m.String() != want {
+			t.Errorf("ParseModel(%q) = %v, %v; want %s", text, m, err, want)
+		}
+	}
+}
+
+func TestParseModelErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", "empty"},
+		{"   ", "empty"},
+		{"5ms", "no kind"},
+		{"gamma:k=1", `unknown kind "gamma"; want one of const, lognormal, straggler, slowids, stalls`},
+		{"const:", "no duration"},
+		{"const:fast", `"fast" is not a duration`},
+		{"const:-1ms", "duration -1ms must be at least 0"},
+		{"const:2m", "duration 2m0s is above the limit of 1m0s"},
+		{"lognormal:", "no keys; want lognormal:p50=DURATION,p99=DURATION"},
+		{"lognormal:p50=8ms", "missing key p99"},
+		{"lognormal:p50=8ms,p99=90ms,p50=9ms", "duplicate key p50"},
+		{"lognormal:p50=8ms,p90=20ms", `unknown key "p90"`},
+		{"lognormal:p50=8ms,p99", "key p99 has no value"},
+		{"lognormal:p50=8ms,,p99=9ms", "empty field"},
+		{"lognormal:p50=8ms,p99=9ms,", "trailing comma"},
+		{"lognormal:p50=0s,p99=9ms", "p50 0s must be positive"},
+		{"lognormal:p50=8ms,p99=7ms", "p99 7ms is below p50 8ms"},
+		{"lognormal:p50=8ms,p99=2m", "p99 2m0s is above the limit"},
+		{"straggler:frac=1.5,fast=1ms,slow=40ms", "frac 1.5 is outside [0, 1]"},
+		{"straggler:frac=NaN,fast=1ms,slow=40ms", "frac NaN is outside [0, 1]"},
+		{"straggler:frac=five,fast=1ms,slow=40ms", `frac "five" is not a number`},
+		{"straggler:frac=0.1,fast=-1ms,slow=40ms", "fast -1ms must be at least 0"},
+		{"straggler:frac=0.1,fast=1ms,slow=0s", "slow 0s must be positive"},
+		{"straggler:frac=0.1,fast=10ms,slow=1ms", "slow 1ms is below fast 10ms"},
+		{"straggler:frac=0.1,fast=1ms,slow=40", `slow: "40" is not a duration`},
+		{"straggler:frac=0.1,fast=1ms", "missing key slow; want straggler:frac=FRACTION,fast=DURATION,slow=DURATION"},
+		{"slowids:ids=1//2,fast=1ms,slow=2ms", `id "" in ids is not an unsigned integer`},
+		{"slowids:ids=1/-2,fast=1ms,slow=2ms", `id "-2" in ids`},
+		{"slowids:ids=1,fast=1ms,slow=2ms,primary=true", "flag primary takes no value"},
+		{"slowids:ids=1,fast=1ms,slow=2ms,secondary", `unknown key "secondary"`},
+		{"slowids:ids=1,fast=1ms,slow=2ms,primary,primary", "duplicate key primary"},
+		{"stalls:every=1s,for=1s,base=const:1ms", "for 1s is not shorter than every 1s"},
+		{"stalls:every=1s,for=0s,base=const:1ms", "for 0s must be positive"},
+		{"stalls:every=2m,for=1s,base=const:1ms", "every 2m0s is above the limit"},
+		{"stalls:every=1s,for=10ms", "missing key base"},
+		{"stalls:every=1s,for=10ms,base=", "stalls: base: empty"},
+		{"stalls:every=1s,base=const:1ms,for=10ms", "missing key for (base takes the rest of the text, so it comes last)"},
+		{"stalls:every=1s,for=10ms,base=lognormal:p50=1ms", "stalls: base: lognormal: missing key p99"},
+		{strings.Repeat("stalls:every=1s,for=1ms,base=", 9) + "const:1ms", "models nest more than 8 deep"},
+		{strings.Repeat("x", maxModelText+1), "longer than the limit"},
+	} {
+		_, err := ParseModel(c.in)
+		if err == nil {
+			t.Errorf("ParseModel(%q) accepted", c.in)
+			continue
+		}
+		if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseModel(%.40q) = %v; want ErrModel and %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestStartFixtureValidatesModel(t *testing.T) {
+	for _, m := range []Model{
+		Constant(-1),
+		Lognormal{P50: 8 * time.Millisecond},
+		Straggler{Fraction: 2, Fast: time.Millisecond, Slow: time.Second},
+		SlowIDs{IDs: []uint64{1}, Fast: time.Second, Slow: time.Millisecond},
+		Stalls{Every: time.Second, For: time.Millisecond},
+		Stalls{Every: time.Second, For: time.Millisecond, Base: Constant(time.Hour)},
+	} {
+		f, err := StartFixture(FixtureConfig{Name: "bad", Model: m})
+		if err == nil {
+			f.Close()
+			t.Errorf("%#v accepted", m)
+		} else if !errors.Is(err, ErrModel) {
+			t.Errorf("%#v: %v does not wrap ErrModel", m, err)
+		}
+	}
+	if _, err := StartFixture(FixtureConfig{Capacity: -1}); err == nil || errors.Is(err, ErrModel) {
+		t.Errorf("negative capacity: %v", err)
+	}
+	// Models of other packages are not judged.
+	var seen []Request
+	f, err := StartFixture(FixtureConfig{Model: recordModel{seen: &seen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func FuzzParseModel(f *testing.F) {
+	for _, s := range []string{
+		"const:5ms",
+		"lognormal:p50=8ms,p99=90ms",
+		"straggler:frac=0.05,fast=1ms,slow=40ms",
+		"slowids:ids=3/17/42,fast=1ms,slow=80ms,primary",
+		"stalls:every=1s,for=100ms,base=const:1ms",
+		"stalls:every=1s,for=100ms,base=stalls:every=10ms,for=1ms,base=slowids:ids=1,fast=0s,slow=1ms",
+		"straggler:frac=1e-3 , fast = 1us,slow=1.5ms",
+		"lognormal:p50=8ms,p99",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseModel(s)
+		if err != nil {
+			if m != nil || !errors.Is(err, ErrModel) {
+				t.Fatalf("ParseModel(%q) = %v, %v", s, m, err)
+			}
+			return
+		}
+		text := m.String()
+		again, err := ParseModel(text)
+		if err != nil {
+			t.Fatalf("ParseModel(%q) = %v, whose String %q does not parse: %v", s, m, text, err)
+		}
+		if again.String() != text || !reflect.DeepEqual(again, m) {
+			t.Fatalf("ParseModel(%q): %q re-parses as %q", s, text, again)
+		}
+		if err := validateModel(m); err != nil {
+			t.Fatalf("parsed %q but the fixture refuses it: %v", s, err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range 3 {
+			if d := m.Sample(rng, Request{ID: uint64(i), Hedge: i == 1, At: time.Duration(i) * time.Millisecond}); d < 0 {
+				t.Fatalf("%v: negative sample %v", m, d)
+			}
+		}
+	})
+}
+
+func BenchmarkSample(b *testing.B) {
+	for _, m := range []Model{
+		Constant(time.Millisecond),
+		Lognormal{P50: 8 * time.Millisecond, P99: 90 * time.Millisecond},
+		Straggler{Fraction: 0.05, Fast: time.Millisecond, Slow: 40 * time.Millisecond},
+		SlowIDs{IDs: []uint64{3, 17, 42, 99, 1000, 1234, 5000, 9999}, Fast: time.Millisecond, Slow: 80 * time.Millisecond, PrimaryOnly: true},
+		Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Lognormal{P50: time.Millisecond, P99: 10 * time.Millisecond}},
+	} {
+		kind, _, _ := strings.Cut(m.String(), ":")
+		b.Run(kind, func(b *testing.B) {
+			b.ReportAllocs()
+			rng := rand.New(rand.NewPCG(1, 2))
+			var sum time.Duration
+			i := uint64(0)
+			for b.Loop() {
+				sum += m.Sample(rng, Request{ID: i, Hedge: i&1 == 0, At: time.Duration(i) * time.Millisecond})
+				i++
+			}
+			if sum < 0 {
+				b.Fatal(sum)
+			}
+		})
+	}
+}
+
+func BenchmarkParseModel(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseModel("stalls:every=1s,for=100ms,base=straggler:frac=0.05,fast=1ms,slow=40ms"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rank returns the nearest-rank q-quantile of sorted d.
+func rank(d []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}

@@ -1,0 +1,195 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Load describes how requests are offered to a system under test.
+type Load struct {
+	// Requests is how many requests are sent.
+	Requests int
+	// Rate is the offered load in requests per second. Requests are sent
+	// at scheduled times (Poisson arrivals) whether or not earlier ones
+	// have been answered (open loop), and latency is measured from the
+	// scheduled time, so a stalled system cannot hide its queue
+	// (no coordinated omission). Zero means closed loop: Concurrency
+	// workers each send their next request when the previous is answered.
+	Rate float64
+	// Concurrency is the number of closed-loop workers, or, in open loop,
+	// the most requests outstanding at once: a request that would exceed it
+	// is not sent and is counted as dropped (a client that cannot keep up
+	// must say so, not slow down). Default 4 closed, 2000 open.
+	Concurrency int
+	// Seed makes the arrival times reproducible.
+	Seed uint64
+}
+
+// ErrDropped marks a request the load generator did not send because too
+// many were outstanding.
+var ErrDropped = errors.New("lab: request dropped: too many outstanding")
+
+// Outcome is what happened to one generated request.
+type Outcome struct {
+	// Scheduled is when the request was due, from the start of the run.
+	Scheduled time.Duration
+	// Latency is from the scheduled time to the end of the answer.
+	Latency time.Duration
+	// Err is why the request failed, nil if it succeeded.
+	Err error
+}
+
+// Generate offers load.Requests requests to do (called with the request's
+// index, from many goroutines) and returns each request's outcome, by
+// index. It stops early when ctx ends; requests not sent then carry ctx's
+// error.
+func Generate(ctx context.Context, load Load, do func(ctx context.Context, i int) error) []Outcome {
+	out := make([]Outcome, load.Requests)
+	if load.Rate <= 0 {
+		generateClosed(ctx, load, do, out)
+	} else {
+		generateOpen(ctx, load, do, out)
+	}
+	return out
+}
+
+func generateClosed(ctx context.Context, load Load, do func(context.Context, int) error, out []Outcome) {
+	workers := load.Concurrency
+	if workers <= 0 {
+		workers = 4
+	}
+	start := time.Now()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				t := time.Now()
+				err := do(ctx, i)
+				out[i] = Outcome{Scheduled: t.Sub(start), Latency: time.Since(t), Err: err}
+			}
+		})
+	}
+	i := 0
+feed:
+	for ; i < len(out); i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	for ; i < len(out); i++ {
+		out[i].Err = ctx.Err()
+	}
+}
+
+func generateOpen(ctx context.Context, load Load, do func(context.Context, int) error, out []Outcome) {
+	limit := load.Concurrency
+	if limit <= 0 {
+		limit = 2000
+	}
+	rng := rand.New(rand.NewPCG(load.Seed, 0x6f70656e6c6f6f70))
+	slots := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	start := time.Now()
+	var at time.Duration
+	i := 0
+	for ; i < len(out); i++ {
+		// Exponential gaps: Poisson arrivals at the offered rate.
+		at += time.Duration(rng.ExpFloat64() / load.Rate * float64(time.Second))
+		if wait := time.Until(start.Add(at)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		out[i].Scheduled = at
+		select {
+		case slots <- struct{}{}:
+		default:
+			out[i].Err = ErrDropped
+			continue
+		}
+		j := i // i outlives the loop: each goroutine needs its own copy
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := do(ctx, j)
+			out[j].Latency = time.Since(start.Add(out[j].Scheduled))
+			out[j].Err = err
+		})
+	}
+	wg.Wait()
+	for ; i < len(out); i++ {
+		out[i].Err = ctx.Err()
+	}
+}
+
+// Summary condenses outcomes: latency percentiles of the successful ones
+// (from their scheduled times), counts, and throughput.
+type Summary struct {
+	Requests  int     `json:"requests"`
+	Succeeded int     `json:"succeeded"`
+	Failed    int     `json:"failed"`
+	Dropped   int     `json:"dropped"`
+	P50Ms     float64 `json:"p50Ms"`
+	P90Ms     float64 `json:"p90Ms"`
+	P99Ms     float64 `json:"p99Ms"`
+	P999Ms    float64 `json:"p999Ms"`
+	MaxMs     float64 `json:"maxMs"`
+	// GoodputPerSec is successful requests per second of the run.
+	GoodputPerSec float64 `json:"goodputPerSec"`
+	// FirstError is the first failure's message, empty if none failed.
+	FirstError string `json:"firstError,omitempty"`
+}
+
+// Summarize computes a Summary; the run lasted elapsed.
+func Summarize(outs []Outcome, elapsed time.Duration) Summary {
+	s := Summary{Requests: len(outs)}
+	lat := make([]float64, 0, len(outs))
+	for _, o := range outs {
+		switch {
+		case o.Err == nil:
+			s.Succeeded++
+			lat = append(lat, ms(o.Latency))
+		case errors.Is(o.Err, ErrDropped):
+			s.Dropped++
+		default:
+			s.Failed++
+			if s.FirstError == "" {
+				s.FirstError = o.Err.Error()
+			}
+		}
+	}
+	if len(lat) > 0 {
+		sortFloats(lat)
+		s.P50Ms, s.P90Ms, s.P99Ms = rankF(lat, 0.5), rankF(lat, 0.9), rankF(lat, 0.99)
+		s.P999Ms, s.MaxMs = rankF(lat, 0.999), lat[len(lat)-1]
+	}
+	if elapsed > 0 {
+		s.GoodputPerSec = math.Round(float64(s.Succeeded)/elapsed.Seconds()*10) / 10
+	}
+	return s
+}
+
+// LatenciesMs returns the latencies of the successful outcomes, in ms.
+func LatenciesMs(outs []Outcome) []float64 {
+	lat := make([]float64, 0, len(outs))
+	for _, o := range outs {
+		if o.Err == nil {
+			lat = append(lat, ms(o.Latency))
+		}
+	}
+	return lat
+}
