@@ -27,6 +27,8 @@ type CompareConfig struct {
 	Primary, Secondary string
 	// Seed makes arrivals (and fixtures) reproducible. Default 1.
 	Seed uint64
+	// Progress, when non-nil, is told as each side completes.
+	Progress func(done, total int)
 }
 
 // CompareSide is one side of the comparison.
@@ -137,6 +139,9 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Progress != nil {
+		cfg.Progress(1, 2)
+	}
 	budget, err := hedge.NewBudget(1, float64(cfg.Samples))
 	if err != nil {
 		return nil, err
@@ -146,6 +151,9 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 		compareSide(ctx, cfg, base, fixtures, hedged, []string{cfg.Primary, cfg.Secondary})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(2, 2)
 	}
 	rep.BaselineCalls, rep.HedgedCalls = cfg.Samples, cfg.Samples
 	if fixtures != nil {

@@ -45,20 +45,14 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (*DemoResult, error) {
 	}
 	res := &DemoResult{Environment: newEnvironment(cfg.Seed)}
 	scale := func(n int) int { return n }
-	duration := 1500 * time.Millisecond
+	duration := 1200 * time.Millisecond
 	if cfg.Short {
 		scale = func(n int) int { return max(n/4, 20) }
 		duration /= 4
 	}
 	var err error
-	if p := stage("straggler"); p != nil {
-		p(0, 1)
-	}
-	if res.Straggler, err = RunStraggler(ctx, StragglerConfig{Requests: scale(400), Rate: 100, Seed: cfg.Seed}); err != nil {
+	if res.Straggler, err = RunStraggler(ctx, StragglerConfig{Requests: scale(400), Rate: 100, Seed: cfg.Seed, Progress: stage("straggler")}); err != nil {
 		return nil, err
-	}
-	if p := stage("straggler"); p != nil {
-		p(1, 1)
 	}
 	if res.Sweep, err = RunSweep(ctx, SweepConfig{
 		Requests: scale(200), Rate: 200, Seed: cfg.Seed, Progress: stage("sweep"),

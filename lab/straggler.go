@@ -28,6 +28,8 @@ type StragglerConfig struct {
 	Gateway gateway.Config
 	// Seed makes arrivals and fixtures reproducible. Default 1.
 	Seed uint64
+	// Progress, when non-nil, is told as each side completes.
+	Progress func(done, total int)
 }
 
 // StragglerSide is one side of the experiment.
@@ -129,6 +131,9 @@ func RunStraggler(ctx context.Context, cfg StragglerConfig) (*StragglerReport, e
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Progress != nil {
+		cfg.Progress(1, 2)
+	}
 	front := "http://" + ln.Addr().String()
 	attempts := func() int64 { p, h := g.Metrics().Attempts(); return p + h }
 	rep.Hedged, rep.latencies.hedged, err = stragglerSide(ctx, "hedged", load, fixtures, func(i int) string {
@@ -136,6 +141,9 @@ func RunStraggler(ctx context.Context, cfg StragglerConfig) (*StragglerReport, e
 	}, client, attempts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Progress != nil {
+		cfg.Progress(2, 2)
 	}
 	if rep.Hedged.P99Ms > 0 {
 		rep.P99Ratio = rep.Baseline.P99Ms / rep.Hedged.P99Ms

@@ -181,7 +181,7 @@ a secondary taking 5 ms. External endpoints must answer GET with 200 and JSON
 		}
 	}
 	rep, err := lab.RunCompare(ctx, lab.CompareConfig{Samples: *samples, Delay: time.Duration(*delay * float64(time.Millisecond)),
-		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed})
+		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed, Progress: progress(stderr, "compare")})
 	if err != nil {
 		return failed(stderr, "compare", err)
 	}
@@ -237,7 +237,7 @@ read's scheduled time; attempts and wasted work are the replicas' counts.`, stde
 		}
 	}
 	rep, err := lab.RunStraggler(ctx, lab.StragglerConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed,
-		Gateway: gateway.Config{Policy: p}})
+		Gateway: gateway.Config{Policy: p}, Progress: progress(stderr, "straggler")})
 	if err != nil {
 		return failed(stderr, "straggler", err)
 	}
