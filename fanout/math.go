@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// ErrInvalid wraps every argument error of this package's arithmetic.
+// ErrInvalid wraps every argument error of this package: its arithmetic
+// and New.
 var ErrInvalid = errors.New("fanout: invalid argument")
 
 func checkFanout(n int) error {
