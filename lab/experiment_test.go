@@ -226,8 +226,20 @@ func TestSweepAndOverloadRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sw.Points) != 2 || sw.Baseline.ExtraAttemptsPct != 0 || sw.Points[0].ExtraAttemptsPct <= 0 || sw.Knee == "" {
+	if len(sw.Points) != 2 || sw.Baseline.ExtraAttemptsPct != 0 || sw.Points[0].ExtraAttemptsPct <= 0 {
 		t.Errorf("sweep %+v", sw)
+	}
+	// Whether hedging wins in 60 requests on a shared machine is timing, not
+	// logic (markFrontier is tested deterministically above); the knee must
+	// only name a point on the frontier, or nothing.
+	if sw.Knee != "" {
+		found := false
+		for _, p := range sw.Points {
+			found = found || (p.Label == sw.Knee && p.Pareto)
+		}
+		if !found {
+			t.Errorf("knee %q is not a frontier point: %+v", sw.Knee, sw.Points)
+		}
 	}
 	ov, err := RunOverload(context.Background(), OverloadConfig{Loads: []float64{0.5}, Duration: 300 * time.Millisecond})
 	if err != nil {
