@@ -1,0 +1,95 @@
+package deadline
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Options configure Handler. The zero value honours every deadline a client
+// sends, uncapped, and refuses only requests with no time left.
+type Options struct {
+	// MinRemaining: a request arriving with less time than this is refused at once (the work cannot
+	// finish). Default 0: only a request with no time left (<= 0) is refused. A negative value is
+	// the same as 0.
+	MinRemaining time.Duration
+	// Max caps the deadline a client may ask for; 0 means no cap. A request without the header gets no
+	// deadline from this middleware (Max does not apply to it). A negative value is the same as 0.
+	Max time.Duration
+	// OnRefuse, when non-nil, is told about each refusal (for metrics).
+	//
+	// It runs on the request's goroutine before the answer is written, so
+	// it must not block. remaining is the time the client sent; for a
+	// malformed header (400) it is 0, and FromHeader(r.Header) tells that
+	// case apart from a client that sent "0n".
+	OnRefuse func(r *http.Request, remaining time.Duration)
+}
+
+// Handler wraps next: a request carrying Header gets a context deadline now+remaining (capped by Max);
+// a malformed header is refused with 400; a request whose remaining time is below MinRemaining (or <= 0) is
+// refused with 504 Gateway Timeout and never reaches next. Refusals answer JSON {"error": "..."} that
+// says how much time was left and how much is needed.
+//
+// The deadline only shortens: a context that already ends sooner (the
+// server's own timeout, say) keeps its deadline.
+func Handler(next http.Handler, opts Options) http.Handler {
+	// Copied, so that a caller changing its Options later changes nothing.
+	h := &handler{next: next, opts: opts}
+	if h.opts.MinRemaining < 0 {
+		h.opts.MinRemaining = 0
+	}
+	if h.opts.Max < 0 {
+		h.opts.Max = 0
+	}
+	return h
+}
+
+type handler struct {
+	next http.Handler
+	opts Options
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	left, ok, err := FromHeader(r.Header)
+	if err != nil {
+		h.refuse(w, r, http.StatusBadRequest, 0, err.Error())
+		return
+	}
+	if !ok {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if floor := h.opts.MinRemaining; left <= 0 || left < floor {
+		need := "more than 0s"
+		if floor > 0 {
+			need = "at least " + floor.String()
+		}
+		h.refuse(w, r, http.StatusGatewayTimeout, left,
+			"deadline: "+left.String()+" left, need "+need)
+		return
+	}
+	if h.opts.Max > 0 && left > h.opts.Max {
+		left = h.opts.Max
+	}
+	// The clock starts on arrival: the time the request spent in transit
+	// is not subtracted, since measuring it would need the clocks that the
+	// wire format is designed not to trust. MinRemaining is the margin.
+	ctx, cancel := context.WithTimeout(r.Context(), left)
+	defer cancel()
+	h.next.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, code int, left time.Duration, msg string) {
+	if h.opts.OnRefuse != nil {
+		h.opts.OnRefuse(r, left)
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	w.Write(append(b, '\n'))
+}
