@@ -53,7 +53,8 @@ type Config struct {
 	MaxInFlightAttempts int
 
 	// Timeout bounds each request, hedges included; past it the client
-	// gets 504. Default 10s.
+	// gets 504. Default 10s. A client's Tailgate-Timeout header (package
+	// deadline) shortens it, never lengthens it.
 	Timeout time.Duration
 
 	// MaxResponseBytes bounds each backend response body; a larger one is

@@ -17,6 +17,14 @@
 // X-Forwarded-For, -Host and -Proto headers are set. The backend is chosen
 // only from configuration.
 //
+// Deadlines propagate as remaining time (package deadline): a request
+// carrying a Tailgate-Timeout header is served within the shorter of that
+// and the gateway's Timeout; one whose time cannot cover the replicas'
+// median latency (or is already up) is refused at once with 504, one whose
+// header is malformed with 400. Every attempt sent to a replica carries
+// the time left as it is sent, so replicas can stop work nobody will read,
+// and the engine sends no hedge that the time left could not cover.
+//
 // Admin returns the admin handler for a separate listener: /healthz,
 // /readyz, /metrics (Prometheus) and /debug/replicas.
 package gateway

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
 )
@@ -32,6 +33,11 @@ type Gateway struct {
 	metrics   *Metrics
 	log       *slog.Logger
 	exchanges sync.Pool // *exchange
+
+	// timeout bounds each request (the engine's); timeoutValue is it as a
+	// Tailgate-Timeout value, ready for requests without a shorter one.
+	timeout      time.Duration
+	timeoutValue []string
 }
 
 // New validates cfg and returns a Gateway.
@@ -49,6 +55,7 @@ func New(cfg Config) (*Gateway, error) {
 	if policy.Timeout == 0 {
 		policy.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
 	}
+	g.timeout, g.timeoutValue = policy.Timeout, []string{deadline.Format(policy.Timeout)}
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -57,7 +64,12 @@ func New(cfg Config) (*Gateway, error) {
 		g.base = newBase(cfg)
 	}
 	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:         g.base,
+		// Each attempt tells its replica how long it has left, as of when
+		// it is sent: a hedge launched later claims less than the primary.
+		// serve writes the primary's value as it builds the request, so
+		// only a request sent more than a millisecond later is copied to
+		// be rewritten.
+		Base:         &deadline.Transport{Base: g.base, Slack: time.Millisecond},
 		Hedger:       g.hedger,
 		Targets:      cfg.Backends,
 		MaxBodyBytes: cfg.MaxResponseBytes,
@@ -104,6 +116,7 @@ const (
 	rejectMethod   = "method"
 	rejectBody     = "body"
 	rejectTarget   = "target"
+	rejectDeadline = "deadline"
 )
 
 // serve handles r and returns the status written, or 0 when the client left
@@ -133,6 +146,27 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 		g.metrics.reject(rejectBody)
 		return writeError(w, http.StatusBadRequest, "requests with a body are not proxied: reads only")
 	}
+	client := r.Context()
+	budget, budgetValue := g.timeout, g.timeoutValue
+	if d, ok, err := deadline.FromHeader(r.Header); ok {
+		// The client's own deadline: work that cannot finish within it is
+		// refused now rather than sent to replicas that would toil for a
+		// caller already gone.
+		if err != nil {
+			g.metrics.reject(rejectDeadline)
+			return writeError(w, http.StatusBadRequest, err.Error())
+		}
+		if need := g.hedger.Stats().Expected; d <= 0 || d < need {
+			g.metrics.reject(rejectDeadline)
+			return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
+		}
+		if d < budget {
+			budget, budgetValue = d, []string{deadline.Format(d)}
+			ctx, cancel := context.WithTimeout(client, d)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+	}
 	if !g.attempts.tryAcquire() {
 		g.metrics.reject(rejectAttempts)
 		w.Header().Set("Retry-After", "1")
@@ -147,6 +181,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 	*out = *r
 	out.URL = x.target(r)
 	out.Header = forwardedHeaders(r)
+	out.Header[deadline.Header] = budgetValue // the time left, as the primary is sent
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = http.NoBody
@@ -178,12 +213,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	x.unref()
 	switch {
-	case r.Context().Err() != nil:
+	case client.Err() != nil:
 		g.log.Debug("client left", "path", r.URL.Path, "err", err)
 		return 0
 	case errors.Is(err, context.DeadlineExceeded):
-		g.log.Warn("request timed out", "path", r.URL.Path, "timeout", g.cfg.Timeout)
-		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+g.cfg.Timeout.String())
+		g.log.Warn("request timed out", "path", r.URL.Path, "timeout", budget)
+		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String())
 	case errors.Is(err, hedge.ErrResponseTooLarge):
 		g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes)
 		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes")

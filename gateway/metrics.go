@@ -58,7 +58,7 @@ func newMetrics(g *Gateway) *Metrics {
 	}, []string{"reason"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_rejections_total",
-		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target.",
+		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline.",
 	}, []string{"reason"})
 	m.late = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tailgate_late_completions_total",
@@ -79,7 +79,7 @@ func newMetrics(g *Gateway) *Metrics {
 		m.suppressed[r] = suppressed.WithLabelValues(r.String())
 	}
 	m.rejected = map[string]prometheus.Counter{}
-	for _, r := range []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget} {
+	for _, r := range []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline} {
 		m.rejected[r] = m.rejections.WithLabelValues(r)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
