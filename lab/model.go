@@ -189,6 +189,66 @@ func (s Stalls) String() string {
 	return "stalls:every=" + s.Every.String() + ",for=" + s.For.String() + ",base=" + base.String()
 }
 
+// Spikes serves a Fraction of requests in Slow and the rest from Base: rare
+// long spikes (a lock, a compaction, a GC pause) over an ordinary latency
+// distribution. Text form: spikes:frac=0.0001,slow=1800ms,base=MODEL (base
+// comes last and may contain commas).
+type Spikes struct {
+	Fraction float64       // share of spikes, in [0, 1]
+	Slow     time.Duration // service time of a spike, > 0
+	Base     Model         // service time of the others
+}
+
+// Sample implements Model.
+func (s Spikes) Sample(rng *rand.Rand, r Request) time.Duration {
+	if rng.Float64() < s.Fraction {
+		return s.Slow
+	}
+	if s.Base == nil {
+		return 0
+	}
+	return s.Base.Sample(rng, r)
+}
+
+// String returns the text form, as spikes:frac=0.0001,slow=1.8s,base=const:1ms.
+func (s Spikes) String() string {
+	base := Model(Constant(0))
+	if s.Base != nil {
+		base = s.Base
+	}
+	return "spikes:frac=" + strconv.FormatFloat(s.Fraction, 'g', -1, 64) + ",slow=" + s.Slow.String() + ",base=" + base.String()
+}
+
+// Batch serves a request that reads Keys items, each taking a time drawn
+// from Base, in parallel: it completes when the slowest does (the maximum
+// of Keys draws). A server request carrying a batch of keys has the tail
+// of its slowest key. Text form: batch:keys=10,base=MODEL.
+type Batch struct {
+	Keys int   // items per request, in [1, maxBatchKeys]
+	Base Model // each item's time
+}
+
+// maxBatchKeys bounds Batch.Keys: each request draws Keys times.
+const maxBatchKeys = 10000
+
+// Sample implements Model.
+func (b Batch) Sample(rng *rand.Rand, r Request) time.Duration {
+	var d time.Duration
+	for range b.Keys {
+		d = max(d, b.Base.Sample(rng, r))
+	}
+	return d
+}
+
+// String returns the text form, as batch:keys=10,base=const:1ms.
+func (b Batch) String() string {
+	base := Model(Constant(0))
+	if b.Base != nil {
+		base = b.Base
+	}
+	return "batch:keys=" + strconv.Itoa(b.Keys) + ",base=" + base.String()
+}
+
 // ParseModel parses a latency model from its text form, kind:key=value,...
 // where keys may come in any order except base, which comes last:
 //
@@ -208,6 +268,12 @@ func (s Stalls) String() string {
 //	    the replica stalls during the first for of every period every
 //	    (for < every); a request arriving during a stall waits for its end,
 //	    then takes MODEL, itself a model in this syntax.
+//	spikes:frac=FRACTION,slow=DURATION,base=MODEL
+//	    a random share FRACTION of requests take slow (rare long spikes),
+//	    the rest take MODEL.
+//	batch:keys=N,base=MODEL
+//	    each request reads N keys (1 to 10000) in parallel, each taking
+//	    MODEL: it takes the slowest of N draws.
 //
 // DURATION is a Go duration such as 250us, 1.5ms or 2s; FRACTION a decimal
 // number such as 0.05; ID an unsigned integer. Fast durations may be 0,
@@ -220,6 +286,8 @@ func (s Stalls) String() string {
 //	straggler:frac=0.05,fast=1ms,slow=40ms
 //	slowids:ids=3/17/42,fast=1ms,slow=80ms,primary
 //	stalls:every=1s,for=100ms,base=lognormal:p50=2ms,p99=10ms
+//	spikes:frac=0.0001,slow=1800ms,base=lognormal:p50=1ms,p99=12ms
+//	batch:keys=10,base=lognormal:p50=1ms,p99=6ms
 //
 // The String method of each model returns this form. Errors wrap ErrModel.
 func ParseModel(s string) (Model, error) {
@@ -240,6 +308,8 @@ var modelKinds = []struct{ kind, syntax string }{
 	{"straggler", "straggler:frac=FRACTION,fast=DURATION,slow=DURATION"},
 	{"slowids", "slowids:ids=ID/ID/...,fast=DURATION,slow=DURATION[,primary]"},
 	{"stalls", "stalls:every=DURATION,for=DURATION,base=MODEL"},
+	{"spikes", "spikes:frac=FRACTION,slow=DURATION,base=MODEL"},
+	{"batch", "batch:keys=N,base=MODEL"},
 }
 
 func kindSyntax(kind string) string {
@@ -355,6 +425,35 @@ func parseModel(s string, depth int) (Model, error) {
 			return nil, fmt.Errorf("stalls: base: %w", err)
 		}
 		m = st
+	case "spikes":
+		f, err := parseFields(body, []string{"frac", "slow", "base"}, nil, "base")
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		var sp Spikes
+		if sp.Fraction, err = strconv.ParseFloat(f["frac"], 64); err != nil {
+			return nil, fail("frac %q is not a number", f["frac"])
+		}
+		if sp.Slow, err = fieldDuration(f, "slow"); err != nil {
+			return nil, fail("%v", err)
+		}
+		if sp.Base, err = parseModel(f["base"], depth+1); err != nil {
+			return nil, fmt.Errorf("spikes: base: %w", err)
+		}
+		m = sp
+	case "batch":
+		f, err := parseFields(body, []string{"keys", "base"}, nil, "base")
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		var b Batch
+		if b.Keys, err = strconv.Atoi(f["keys"]); err != nil {
+			return nil, fail("keys %q is not an integer", f["keys"])
+		}
+		if b.Base, err = parseModel(f["base"], depth+1); err != nil {
+			return nil, fmt.Errorf("batch: base: %w", err)
+		}
+		m = b
 	}
 	if err := checkModel(m, depth); err != nil {
 		return nil, fmt.Errorf("%w; want %s", err, syntax)
@@ -456,7 +555,7 @@ func validateModel(m Model) error {
 
 func describeModel(m Model) string {
 	switch m.(type) {
-	case Constant, Lognormal, Straggler, SlowIDs, Stalls:
+	case Constant, Lognormal, Straggler, SlowIDs, Stalls, Spikes, Batch:
 		return m.String()
 	}
 	return fmt.Sprintf("%T", m)
@@ -486,6 +585,29 @@ func checkModel(m Model, depth int) error {
 		return checkFastSlow("straggler", m.Fast, m.Slow)
 	case SlowIDs:
 		return checkFastSlow("slowids", m.Fast, m.Slow)
+	case Spikes:
+		if math.IsNaN(m.Fraction) || m.Fraction < 0 || m.Fraction > 1 {
+			return fmt.Errorf("spikes: frac %v is outside [0, 1]", m.Fraction)
+		}
+		if err := checkDuration("spikes", "slow", m.Slow, false); err != nil {
+			return err
+		}
+		if m.Base == nil {
+			return errors.New("spikes: no base model")
+		}
+		if err := checkModel(m.Base, depth+1); err != nil {
+			return fmt.Errorf("spikes: base: %w", err)
+		}
+	case Batch:
+		if m.Keys < 1 || m.Keys > maxBatchKeys {
+			return fmt.Errorf("batch: keys %d is outside [1, %d]", m.Keys, maxBatchKeys)
+		}
+		if m.Base == nil {
+			return errors.New("batch: no base model")
+		}
+		if err := checkModel(m.Base, depth+1); err != nil {
+			return fmt.Errorf("batch: base: %w", err)
+		}
 	case Stalls:
 		if err := checkDuration("stalls", "every", m.Every, false); err != nil {
 			return err

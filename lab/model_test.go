@@ -143,6 +143,9 @@ func TestModelRoundTrip(t *testing.T) {
 		Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Constant(time.Millisecond)},
 		Stalls{Every: time.Second, For: 100 * time.Millisecond, Base: Stalls{Every: 50 * time.Millisecond, For: time.Millisecond,
 			Base: Straggler{Fraction: 0.25, Fast: time.Millisecond, Slow: 9 * time.Millisecond}}},
+		Spikes{Fraction: 0.0001, Slow: 1800 * time.Millisecond, Base: Lognormal{P50: time.Millisecond, P99: 12 * time.Millisecond}},
+		Batch{Keys: 10, Base: Spikes{Fraction: 0.00001, Slow: 1800 * time.Millisecond, Base: Lognormal{P50: time.Millisecond, P99: 6 * time.Millisecond}}},
+		Batch{Keys: 1, Base: Constant(0)},
 	}
 	for _, m := range models {
 		got, err := ParseModel(m.String())
@@ -332,4 +335,58 @@ func BenchmarkParseModel(b *testing.B) {
 func rank(d []time.Duration, q float64) time.Duration {
 	i := int(math.Ceil(q*float64(len(d)))) - 1
 	return d[min(max(i, 0), len(d)-1)]
+}
+
+func TestSpikes(t *testing.T) {
+	m := Spikes{Fraction: 0.01, Slow: time.Second, Base: Constant(time.Millisecond)}
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 200000
+	slow := 0
+	for range n {
+		switch d := m.Sample(rng, Request{}); d {
+		case time.Second:
+			slow++
+		case time.Millisecond:
+		default:
+			t.Fatalf("sample %v", d)
+		}
+	}
+	if got := float64(slow) / n; math.Abs(got-0.01) > 5*math.Sqrt(0.01*0.99/n) {
+		t.Errorf("spike share %v, want 0.01", got)
+	}
+	for _, bad := range []string{"spikes:frac=2,slow=1s,base=const:1ms", "spikes:frac=0.1,slow=0s,base=const:1ms", "spikes:frac=0.1,slow=1s", "spikes:frac=x,slow=1s,base=const:1ms"} {
+		if _, err := ParseModel(bad); !errors.Is(err, ErrModel) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestBatchIsTheSlowestKey(t *testing.T) {
+	// Each key is slow with probability 0.01: a batch of 10 is slow with
+	// probability 1 - 0.99^10, and takes exactly the slow time then.
+	m := Batch{Keys: 10, Base: Straggler{Fraction: 0.01, Fast: time.Millisecond, Slow: time.Second}}
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 100000
+	slow := 0
+	for range n {
+		switch d := m.Sample(rng, Request{}); d {
+		case time.Second:
+			slow++
+		case time.Millisecond:
+		default:
+			t.Fatalf("sample %v", d)
+		}
+	}
+	want := 1 - math.Pow(0.99, 10)
+	if got := float64(slow) / n; math.Abs(got-want) > 5*math.Sqrt(want*(1-want)/n) {
+		t.Errorf("slow batches %v, want %v", got, want)
+	}
+	for _, bad := range []string{"batch:keys=0,base=const:1ms", "batch:keys=10001,base=const:1ms", "batch:keys=x,base=const:1ms", "batch:keys=3", "batch:keys=3,base=nope:1"} {
+		if _, err := ParseModel(bad); !errors.Is(err, ErrModel) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if err := validateModel(Batch{Keys: 2}); !errors.Is(err, ErrModel) {
+		t.Errorf("batch without a base: %v", err)
+	}
 }
