@@ -66,11 +66,38 @@ func (o *outputs) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of arrivals and latency draws (reproducible runs)")
 }
 
-// write emits lines as JSON Lines and the report to -out and -html.
-func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner, env lab.Environment, lines ...any) int {
+// check makes sure -out and -html can be written before a run spends
+// minutes on a report that could not be saved.
+func (o *outputs) check() error {
+	for _, f := range []struct{ flag, path string }{{"-out", o.out}, {"-html", o.html}} {
+		if f.path == "" {
+			continue
+		}
+		if fi, err := os.Stat(f.path); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s %s is a directory", f.flag, f.path)
+		}
+		tmp, err := os.CreateTemp(dirOf(f.path), ".tailgate-*")
+		if err != nil {
+			return fmt.Errorf("%s: cannot write to %s: %w", f.flag, dirOf(f.path), err)
+		}
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+	return nil
+}
+
+// write emits lines as JSON Lines and the report to -out and -html. Each
+// line carries the run's environment (seed, Go version, cores) and, when
+// given, its configuration, so a line read alone still says what produced
+// it.
+func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner, env lab.Environment, config any, lines ...any) int {
 	enc := json.NewEncoder(stdout)
 	for _, l := range lines {
-		if err := enc.Encode(l); err != nil {
+		b, err := withContext(l, env, config)
+		if err == nil {
+			err = enc.Encode(json.RawMessage(b))
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "tailgate lab %s: %v\n", name, err)
 			return exitError
 		}
@@ -97,14 +124,47 @@ func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner
 	return exitOK
 }
 
+// withContext returns line as a JSON object with "environment" and, when
+// config is not nil, "config" appended.
+func withContext(line any, env lab.Environment, config any) ([]byte, error) {
+	b, err := json.Marshal(line)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("JSON line %.40s is not an object", b)
+	}
+	extra, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	out := append(b[:len(b)-1:len(b)-1], `,"environment":`...)
+	out = append(out, extra...)
+	if config != nil {
+		if extra, err = json.Marshal(config); err != nil {
+			return nil, err
+		}
+		out = append(append(out, `,"config":`...), extra...)
+	}
+	if len(b) == 2 { // an empty object: no comma before the first field
+		out = append([]byte{'{'}, out[2:]...)
+	}
+	return append(out, '}'), nil
+}
+
 // writeFile writes through a temporary file and renames it into place, so
-// a failed run never leaves half a report.
+// a failed run never leaves half a report. The file is readable by all
+// (0644), as a report written by any other tool would be.
 func writeFile(path string, fill func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(dirOf(path), ".tailgate-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := fill(tmp); err != nil {
 		tmp.Close()
 		return err
@@ -180,6 +240,9 @@ a secondary taking 5 ms. External endpoints must answer GET with 200 and JSON
 			return usageError(stderr, "lab compare", err)
 		}
 	}
+	if err := o.check(); err != nil {
+		return usageError(stderr, "lab compare", err)
+	}
 	rep, err := lab.RunCompare(ctx, lab.CompareConfig{Samples: *samples, Delay: time.Duration(*delay * float64(time.Millisecond)),
 		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed, Progress: progress(stderr, "compare")})
 	if err != nil {
@@ -192,7 +255,7 @@ a secondary taking 5 ms. External endpoints must answer GET with 200 and JSON
 		FixtureWork *lab.CompareWork      `json:"fixtureWork"`
 		Config      lab.CompareConfigJSON `json:"config"`
 	}{"compare", rep.Baseline, rep.Hedged, rep.FixtureWork, rep.Config}
-	return o.write("compare", stdout, stderr, rep, rep.Environment, line)
+	return o.write("compare", stdout, stderr, rep, rep.Environment, nil, line)
 }
 
 // baseURL trims a full URL to its scheme and host.
@@ -236,6 +299,9 @@ read's scheduled time; attempts and wasted work are the replicas' counts.`, stde
 			return usageError(stderr, "lab straggler", err)
 		}
 	}
+	if err := o.check(); err != nil {
+		return usageError(stderr, "lab straggler", err)
+	}
 	rep, err := lab.RunStraggler(ctx, lab.StragglerConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed,
 		Gateway: gateway.Config{Policy: p}, Progress: progress(stderr, "straggler")})
 	if err != nil {
@@ -245,7 +311,13 @@ read's scheduled time; attempts and wasted work are the replicas' counts.`, stde
 		Experiment string `json:"experiment"`
 		lab.StragglerSide
 	}
-	return o.write("straggler", stdout, stderr, rep, rep.Environment,
+	config := struct {
+		Requests   int     `json:"requests"`
+		Rate       float64 `json:"rate"`
+		Model      string  `json:"model"`
+		HedgeDelay string  `json:"hedgeDelay"`
+	}{rep.Requests, rep.Rate, rep.Model, rep.HedgeDelay}
+	return o.write("straggler", stdout, stderr, rep, rep.Environment, config,
 		line{"straggler", rep.Baseline}, line{"straggler", rep.Hedged})
 }
 
@@ -303,6 +375,9 @@ each: p50/p99/p99.9, extra attempts and wasted server work; names the knee.`, st
 	if len(cfg.Delays)+len(cfg.Quantiles) == 0 {
 		return usageError(stderr, "lab sweep", errors.New("nothing to sweep: give -delays or -quantiles"))
 	}
+	if err := o.check(); err != nil {
+		return usageError(stderr, "lab sweep", err)
+	}
 	rep, err := lab.RunSweep(ctx, cfg)
 	if err != nil {
 		return failed(stderr, "sweep", err)
@@ -316,7 +391,12 @@ each: p50/p99/p99.9, extra attempts and wasted server work; names the knee.`, st
 	for _, p := range rep.Points {
 		lines = append(lines, line{"sweep", p, p.Label == rep.Knee})
 	}
-	return o.write("sweep", stdout, stderr, rep, rep.Environment, lines...)
+	config := struct {
+		Requests int     `json:"requests"`
+		Rate     float64 `json:"rate"`
+		Model    string  `json:"model"`
+	}{rep.Requests, rep.Rate, rep.Model}
+	return o.write("sweep", stdout, stderr, rep, rep.Environment, config, lines...)
 }
 
 func splitList(s string) []string {
@@ -369,6 +449,9 @@ per read, goodput and p99 at each load.`, stderr)
 	if rps := 2 * float64(*workers) / service.Seconds() * maxOf(cfg.Loads); rps > 5000 {
 		return usageError(stderr, "lab overload", fmt.Errorf("the highest load would offer %.0f reads/s: keep it under 5000 (fewer -workers, longer -service)", rps))
 	}
+	if err := o.check(); err != nil {
+		return usageError(stderr, "lab overload", err)
+	}
 	rep, err := lab.RunOverload(ctx, cfg)
 	if err != nil {
 		return failed(stderr, "overload", err)
@@ -381,7 +464,14 @@ per read, goodput and p99 at each load.`, stderr)
 	for _, p := range rep.Points {
 		lines = append(lines, line{"overload", p})
 	}
-	return o.write("overload", stdout, stderr, rep, rep.Environment, lines...)
+	config := struct {
+		Workers        int     `json:"workers"`
+		ServiceMs      float64 `json:"serviceMs"`
+		DurationMs     float64 `json:"durationMs"`
+		CapacityPerSec float64 `json:"capacityPerSec"`
+		DelayMs        float64 `json:"delayMs"`
+	}{*workers, float64(*service) / 1e6, float64(*duration) / 1e6, rep.Capacity, rep.DelayMs}
+	return o.write("overload", stdout, stderr, rep, rep.Environment, config, lines...)
 }
 
 func maxOf(x []float64) float64 {

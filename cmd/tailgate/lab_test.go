@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/lab"
 )
 
 func TestLabUsageAndRejects(t *testing.T) {
@@ -50,6 +53,12 @@ func TestLabCompareWritesReports(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"receipts"`) || !strings.Contains(string(b), `"fixtureWork"`) {
 		t.Errorf("report file: %v", err)
 	}
+	if fi, err := os.Stat(dir + "/r.json"); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("report file mode: %v %v; want 0644", fi.Mode(), err)
+	}
+	if line["environment"] == nil {
+		t.Errorf("JSON line without its environment: %q", stdout)
+	}
 	page, err := os.ReadFile(dir + "/r.html")
 	if err != nil || !strings.Contains(string(page), "<svg") {
 		t.Errorf("html: %v", err)
@@ -76,5 +85,47 @@ func TestFixtureRejects(t *testing.T) {
 	}
 	if code, stdout, _ := runCmd("fixture", "-h"); code != exitOK || !strings.Contains(stdout, "lognormal:p50=8ms,p99=90ms") {
 		t.Errorf("fixture -h: %d", code)
+	}
+}
+
+func TestLabOutputsCheckedBeforeRun(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"compare", "-out", dir + "/missing/r.json"},
+		{"straggler", "-html", dir + "/missing/r.html"},
+		{"sweep", "-out", dir},
+	} {
+		start := time.Now()
+		code, stdout, stderr := runCmd(append([]string{"lab"}, args...)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, args[1]) {
+			t.Errorf("lab %v: exit %d, stdout %q, stderr %q; want 2 naming %s", args, code, stdout, stderr, args[1])
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("lab %v refused only after %v: the run went ahead", args, d)
+		}
+	}
+}
+
+func TestJSONLinesCarryEnvironmentAndConfig(t *testing.T) {
+	env := lab.Environment{GoVersion: "go1.26", CPUs: 2, Seed: 7}
+	b, err := withContext(struct {
+		Policy string `json:"policy"`
+	}{"p"}, env, map[string]int{"shards": 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Policy      string          `json:"policy"`
+		Environment lab.Environment `json:"environment"`
+		Config      map[string]int  `json:"config"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || got.Policy != "p" || got.Environment.Seed != 7 || got.Environment.GoVersion != "go1.26" || got.Config["shards"] != 60 {
+		t.Errorf("%s: %v %+v", b, err, got)
+	}
+	if b, err := withContext(struct{}{}, env, nil); err != nil || !json.Valid(b) || strings.Contains(string(b), "config") {
+		t.Errorf("empty line: %s %v", b, err)
+	}
+	if _, err := withContext([]int{1}, env, nil); err == nil {
+		t.Error("a line that is not an object was accepted")
 	}
 }
