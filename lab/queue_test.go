@@ -186,8 +186,13 @@ func TestQueueGrantToCancelledPassesOn(t *testing.T) {
 			}
 		})
 		synctest.Wait()
-		q.release() // grants b ...
-		cancel()    // ... whose client leaves before b runs
+		// b's client leaves, and b is granted the slot before it can
+		// leave the queue: under q.mu, so b cannot run in between and
+		// take the slot as if its client were still there.
+		q.mu.Lock()
+		cancel()
+		q.releaseLocked()
+		q.mu.Unlock()
 		wg.Wait()
 		<-cGot
 		if !queuedB || !errors.Is(errB, context.Canceled) || errC != nil {
