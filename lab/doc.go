@@ -8,8 +8,13 @@
 //
 // A Fixture answers GET with JSON {"value": "<name>:<id>"} after a latency
 // drawn from its Model (ParseModel reads the compact text form, such as
-// "lognormal:p50=8ms,p99=90ms"). With a Capacity it serves that many
-// requests at once and queues the rest in FIFO order, so overload produces
+// "lognormal:p50=8ms,p99=90ms"). Each request draws from a random source
+// seeded by the fixture's seed, the request's id and its attempt (primary or
+// which hedge), so a request's latency does not depend on what arrived
+// before it: with the same seed, a request sent to the same fixture gets
+// the same draw under any concurrency, and plain and hedged reads of the
+// same ids are compared on the same draws. With a Capacity it serves that
+// many requests at once and queues the rest in FIFO order, so overload produces
 // real queueing; hedges may be served after primaries. It counts requests
 // started, completed, completed after their client had gone (wasted work),
 // cancellations observed, queueing and rejections, and serves the counters

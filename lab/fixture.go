@@ -23,7 +23,20 @@ type FixtureConfig struct {
 	Name string
 	// Model draws each request's service time. Nil means Constant(0).
 	Model Model
-	// Seed makes the model's draws reproducible.
+	// Seed makes the model's draws reproducible. Each request draws from
+	// its own random source, seeded by a hash of Seed, the request's id
+	// (the "id" query parameter) and its attempt (0 for a primary; for a
+	// hedge, the value of the Tailgate-Hedge header, or 1 if that is not a
+	// positive integer). So the same seed and request get the same service
+	// time whatever requests arrived before or alongside it: runs are
+	// reproducible under concurrency, and experiments that send the same
+	// ids to the same fixtures (plain and hedged reads, the points of a
+	// sweep) compare the same draws. A hedge draws independently of its
+	// primary; give replicas different seeds, or the primaries of an id
+	// draw alike on each.
+	// A request without a numeric id is keyed instead by its rank among
+	// the arrivals without one (0, 1, ..., never confused with an id), so
+	// such draws are reproducible only if they arrive in the same order.
 	Seed uint64
 	// StopOnCancel makes the handler stop as soon as the client cancels.
 	// By default it keeps working, as most servers do: a cancelled request
@@ -113,7 +126,11 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Fixture is a controlled replica listening on loopback.
+// Fixture is a controlled replica listening on loopback. It draws each
+// request's service time from its Model with a random source of its own,
+// seeded by the fixture's seed, the request's id and its attempt, so that a
+// request's draw does not depend on the order of arrivals (see
+// FixtureConfig.Seed). It is safe for concurrent use.
 type Fixture struct {
 	cfg      FixtureConfig
 	srv      *http.Server
@@ -122,10 +139,12 @@ type Fixture struct {
 	handler  http.Handler
 	start    time.Time     // with its monotonic reading: Request.At counts from it
 	queue    *fixtureQueue // nil without a Capacity
-	mu       sync.Mutex    // guards rng
-	rng      *rand.Rand
-	pending  atomic.Int64 // handlers waiting or working, including after a cancel
-	inFlight atomic.Int64 // handlers working, including after a cancel
+	mu       sync.Mutex    // guards pcg and rng
+	pcg      rand.PCG      // reseeded for each request's draw
+	rng      *rand.Rand    // draws from pcg
+	anon     atomic.Uint64 // arrivals without an id, numbering their draws
+	pending  atomic.Int64  // handlers waiting or working, including after a cancel
+	inFlight atomic.Int64  // handlers working, including after a cancel
 	stats    struct {
 		started, completed, wasted, cancelled, hedges, maxInFlight atomic.Int64
 		hedgesServed, rejected, queueWaitNs                        atomic.Int64
@@ -185,8 +204,8 @@ func newFixture(cfg FixtureConfig) (*Fixture, error) {
 	f := &Fixture{
 		cfg:   cfg,
 		start: time.Now(),
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7461696c67617465)),
 	}
+	f.rng = rand.New(&f.pcg)
 	if cfg.Capacity > 0 {
 		f.queue = newFixtureQueue(cfg.Capacity, cfg.QueueLimit, cfg.DeprioritizeHedges)
 	}
@@ -267,8 +286,7 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 	f.pending.Add(1)
 	defer f.pending.Add(-1)
 	s := &f.stats
-	req := Request{Hedge: r.Header.Get(hedge.HedgeHeader) != "", At: arrived.Sub(f.start)}
-	req.ID, _ = strconv.ParseUint(r.URL.Query().Get("id"), 10, 64)
+	req, key := f.arrival(r, arrived)
 	if req.Hedge {
 		s.hedges.Add(1)
 	}
@@ -310,9 +328,7 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	f.mu.Lock()
-	d := f.cfg.Model.Sample(f.rng, req)
-	f.mu.Unlock()
+	d := f.sample(req, key)
 
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -332,6 +348,65 @@ func (f *Fixture) serveItem(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, "{\"value\":%q}\n", f.cfg.Name+":"+strconv.FormatUint(req.ID, 10))
+}
+
+// drawKey names a request's draw: see FixtureConfig.Seed.
+type drawKey struct {
+	n       uint64 // the request's id, or its number among arrivals without one
+	anon    bool   // the request has no id: n numbers its arrival
+	attempt uint64 // 0 for a primary, the hedge's index for a hedge
+}
+
+// arrival reads what the model and the draw know of request r, arrived at
+// arrived. A request without an id takes the next arrival number.
+func (f *Fixture) arrival(r *http.Request, arrived time.Time) (Request, drawKey) {
+	var key drawKey
+	mark := r.Header.Get(hedge.HedgeHeader)
+	req := Request{Hedge: mark != "", At: arrived.Sub(f.start)}
+	if req.Hedge {
+		key.attempt, _ = strconv.ParseUint(mark, 10, 64)
+		key.attempt = max(key.attempt, 1)
+	}
+	id, err := strconv.ParseUint(r.URL.Query().Get("id"), 10, 64)
+	if err != nil {
+		key.anon, key.n = true, f.anon.Add(1)-1
+	} else {
+		req.ID, key.n = id, id
+	}
+	return req, key
+}
+
+// sample draws request req's service time from a source seeded by the
+// fixture's seed and key, without allocating.
+func (f *Fixture) sample(req Request, key drawKey) time.Duration {
+	s1, s2 := drawSeeds(f.cfg.Seed, key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pcg.Seed(s1, s2)
+	return f.cfg.Model.Sample(f.rng, req)
+}
+
+// drawSeeds hashes a fixture's seed and a request's key into the two seeds
+// of its PCG source, with SplitMix64's finalizer, so that nearby seeds, ids
+// and attempts give unrelated streams.
+func drawSeeds(seed uint64, key drawKey) (uint64, uint64) {
+	tag := key.attempt << 1
+	if key.anon {
+		tag |= 1
+	}
+	h := splitMix64(seed ^ 0x7461696c67617465) // "tailgate"
+	h = splitMix64(h ^ key.n)
+	h = splitMix64(h ^ tag)
+	return h, splitMix64(h ^ 0x6669787475726573) // "fixtures"
+}
+
+// splitMix64 is one step of the SplitMix64 generator: it adds the golden
+// gamma to x and mixes the sum's bits.
+func splitMix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // startPair starts two fixtures, replica-a and replica-b, with the same

@@ -154,30 +154,71 @@ func (s SlowIDs) String() string {
 // Stalls models periodic stalls, like stop-the-world garbage-collection
 // pauses or compactions: the replica stalls for For at the start of every
 // period Every, that is during [k·Every, k·Every+For) since the fixture
-// started. A request arriving during a stall waits until the stall ends,
-// then takes Base (which sees the request as arriving at the stall's end);
-// a request arriving outside a stall takes Base alone. It wants
+// started, and a stall pauses all its work. A request arriving during a
+// stall waits until the stall ends, then needs Base of work (Base sees the
+// request as arriving at the stall's end); a request arriving outside a
+// stall starts at once. Its work is paused by every stall it overlaps, in
+// progress or not, so it completes once it has run for Base outside
+// stalls: its latency is Base plus the stall time within
+// [arrival, completion). Work that completes just as a stall begins is not
+// paused. The latency is a function of the arrival time (Request.At) and
+// the draw of Base; it saturates instead of overflowing. It wants
 // 0 < For < Every. Text form: stalls:every=1s,for=100ms,base=const:1ms
 // (base comes last and may contain commas).
 type Stalls struct {
 	Every time.Duration // period of the stalls
 	For   time.Duration // length of each stall
-	Base  Model         // service time outside stalls; nil means const:0s
+	Base  Model         // work of a request, paused by stalls; nil means const:0s
 }
 
 // Sample implements Model.
 func (s Stalls) Sample(rng *rand.Rand, r Request) time.Duration {
-	var wait time.Duration
-	if s.Every > 0 && r.At >= 0 {
+	stalls := s.Every > 0 && s.For > 0 && s.For < s.Every && r.At >= 0
+	start := r.At
+	if stalls {
 		if phase := r.At % s.Every; phase < s.For {
-			wait = s.For - phase
+			start += s.For - phase
 		}
 	}
-	if s.Base == nil {
-		return wait
+	var work time.Duration
+	if s.Base != nil {
+		br := r
+		br.At = start
+		work = s.Base.Sample(rng, br)
 	}
-	r.At += wait
-	return wait + s.Base.Sample(rng, r)
+	wait := start - r.At
+	switch {
+	case work > math.MaxInt64-wait:
+		return math.MaxInt64
+	case !stalls || work <= 0:
+		return wait + work
+	}
+	return s.complete(start, work) - r.At
+}
+
+// complete returns when work started at t, outside a stall, completes: the
+// first time by which it has run for work > 0 outside stalls. It saturates
+// at the largest Duration.
+func (s Stalls) complete(t, work time.Duration) time.Duration {
+	if t > math.MaxInt64-s.Every {
+		return math.MaxInt64
+	}
+	// The first run ends where the next stall begins.
+	next := t - t%s.Every + s.Every
+	if work <= next-t {
+		return t + work
+	}
+	work -= next - t
+	// From next, each period runs Every-For of work after its stall; the
+	// work ends in period k (from 0) with rest of it in that period, in
+	// (0, Every-For].
+	run := s.Every - s.For
+	k := (work - 1) / run
+	rest := work - k*run
+	if k > (math.MaxInt64-next-s.For-rest)/s.Every {
+		return math.MaxInt64
+	}
+	return next + k*s.Every + s.For + rest
 }
 
 // String returns the text form, as stalls:every=1s,for=100ms,base=const:1ms.
@@ -266,8 +307,9 @@ func (b Batch) String() string {
 //	    are fast.
 //	stalls:every=DURATION,for=DURATION,base=MODEL
 //	    the replica stalls during the first for of every period every
-//	    (for < every); a request arriving during a stall waits for its end,
-//	    then takes MODEL, itself a model in this syntax.
+//	    (for < every), pausing all work; a request arriving during a stall
+//	    waits for its end, and its work, MODEL (itself a model in this
+//	    syntax), is paused by every stall it overlaps.
 //	spikes:frac=FRACTION,slow=DURATION,base=MODEL
 //	    a random share FRACTION of requests take slow (rare long spikes),
 //	    the rest take MODEL.
