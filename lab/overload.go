@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -24,14 +26,19 @@ type OverloadConfig struct {
 	// Loads are offered loads as multiples of the pair's capacity.
 	// Default 0.5, 0.8, 1.0, 1.2, 1.5, 2.0.
 	Loads []float64
-	// Duration of each load. Default 3s.
+	// Duration of each load. Default 3s. Each load offers the arrivals of
+	// a Poisson process over this window, so the number of reads offered
+	// is itself random (mean rate × Duration).
 	Duration time.Duration
 	// Delay is the hedge delay. Default 30ms (a little over the service
 	// time: below capacity it hedges only what queues).
 	Delay time.Duration
 	// Timeout bounds each read. Default 1s.
 	Timeout time.Duration
-	// Seed makes arrivals reproducible. Default 1.
+	// Seed makes arrivals reproducible. Default 1. Each load draws its
+	// arrivals from its own seed, derived from Seed and the load's index;
+	// the conditions at one load share them, so they are compared on the
+	// same arrivals.
 	Seed uint64
 	// Progress, when non-nil, is told as each point completes.
 	Progress func(done, total int)
@@ -49,9 +56,23 @@ const (
 
 // OverloadPoint is one condition at one offered load.
 type OverloadPoint struct {
-	Condition    OverloadCondition `json:"condition"`
-	OfferedRate  float64           `json:"offeredRate"`
-	OfferedShare float64           `json:"offeredShareOfCapacity"`
+	Condition OverloadCondition `json:"condition"`
+	// OfferedRate is the nominal offered rate, per second: the rate the
+	// arrivals were drawn at (NominalPerSec, kept under its old name).
+	// What was offered is OfferedPerSec.
+	OfferedRate float64 `json:"offeredRate"`
+	// NominalPerSec is the rate the arrivals were drawn at.
+	NominalPerSec float64 `json:"nominalPerSec"`
+	// OfferedPerSec is the realised offered rate: Arrivals over the
+	// duration. It differs from NominalPerSec by chance, as a Poisson
+	// process's count does from its mean.
+	OfferedPerSec float64 `json:"offeredPerSec"`
+	// Arrivals counts the reads offered: the arrivals of the Poisson
+	// process within the duration.
+	Arrivals int `json:"arrivals"`
+	// ArrivalSeed is the seed of this load's arrivals.
+	ArrivalSeed  uint64  `json:"arrivalSeed"`
+	OfferedShare float64 `json:"offeredShareOfCapacity"`
 	Summary
 	// AttemptsPerRequest is requests the fixtures received per read
 	// offered: above 1, the hedges' duplicate load.
@@ -59,14 +80,20 @@ type OverloadPoint struct {
 	Work               Work    `json:"work"`
 	Hedges             int     `json:"hedges"`
 	Suppressed         int     `json:"hedgesSuppressed"`
+	// ReceiptsMissing counts reads sent whose receipt had not arrived when
+	// the point was counted; their attempts are missing from
+	// Work.ClientAttempts and Hedges. Normally zero.
+	ReceiptsMissing int `json:"receiptsMissing,omitempty"`
 }
 
 // OverloadReport is the overload experiment's report.
 type OverloadReport struct {
-	Version     int             `json:"version"`
-	Experiment  string          `json:"experiment"`
-	Capacity    float64         `json:"capacityPerSec"`
-	DelayMs     float64         `json:"delayMs"`
+	Version    int     `json:"version"`
+	Experiment string  `json:"experiment"`
+	Capacity   float64 `json:"capacityPerSec"`
+	DelayMs    float64 `json:"delayMs"`
+	// DurationMs is each load's duration.
+	DurationMs  float64         `json:"durationMs"`
 	Environment Environment     `json:"environment"`
 	Points      []OverloadPoint `json:"points"`
 }
@@ -101,9 +128,14 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	if cfg.Workers < 1 || cfg.Service <= 0 || cfg.Duration <= 0 {
 		return nil, errors.New("lab: overload needs workers >= 1 and positive service time and duration")
 	}
+	for _, l := range cfg.Loads {
+		if !(l >= 0) || math.IsInf(l, 1) {
+			return nil, fmt.Errorf("lab: overload load %v: loads are non-negative multiples of capacity", l)
+		}
+	}
 	capacity := 2 * float64(cfg.Workers) / cfg.Service.Seconds()
 	rep := &OverloadReport{Version: ReportVersion, Experiment: "overload", Capacity: capacity,
-		DelayMs: ms(cfg.Delay), Environment: newEnvironment(cfg.Seed)}
+		DelayMs: ms(cfg.Delay), DurationMs: ms(cfg.Duration), Environment: newEnvironment(cfg.Seed)}
 	var fixtures []*Fixture
 	defer func() { closeAll(fixtures) }()
 	for i := range 2 {
@@ -119,9 +151,10 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 	conds := []OverloadCondition{NoHedging, HedgingBounded, HedgingUnbounded}
 	total, done := len(conds)*len(cfg.Loads), 0
-	for _, load := range cfg.Loads {
+	for i, load := range cfg.Loads {
+		seed := pointSeed(cfg.Seed, i)
 		for _, c := range conds {
-			pt, err := overloadPoint(ctx, cfg, c, load*capacity, base, targets, fixtures)
+			pt, err := overloadPoint(ctx, cfg, c, load*capacity, seed, base, targets, fixtures)
 			if err != nil {
 				return nil, fmt.Errorf("lab: overload %s at %.0f/s: %w", c, load*capacity, err)
 			}
@@ -137,7 +170,7 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	return rep, nil
 }
 
-func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition, rate float64, base http.RoundTripper, targets []string, fixtures []*Fixture) (OverloadPoint, error) {
+func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition, rate float64, seed uint64, base http.RoundTripper, targets []string, fixtures []*Fixture) (OverloadPoint, error) {
 	p := hedge.Policy{Delay: cfg.Delay, Timeout: cfg.Timeout}
 	switch c {
 	case NoHedging:
@@ -146,36 +179,75 @@ func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition,
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}
-	var hedges, suppressed atomic.Int64
+	var launched, receipts, suppressed atomic.Int64
 	client, err := hedge.NewClient(hedge.ClientConfig{
 		Client: &http.Client{Transport: base}, Policy: p, Targets: targets, RotatePrimary: true,
 		Accept: AcceptValue, Timeout: cfg.Timeout + time.Second,
 		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
-			hedges.Add(int64(r.AttemptsLaunched - 1))
+			launched.Add(int64(r.AttemptsLaunched))
+			receipts.Add(1)
 			suppressed.Add(int64(r.HedgesSuppressed.Total()))
 		},
 	})
 	if err != nil {
 		return OverloadPoint{}, err
 	}
-	requests := max(int(rate*cfg.Duration.Seconds()), 1)
+	load := Load{Rate: rate, Seed: seed}
+	load.Requests = poissonArrivals(load, cfg.Duration)
 	before := sumStats(fixtures)
 	start := time.Now()
-	outs := Generate(ctx, Load{Requests: requests, Rate: rate, Seed: cfg.Seed}, func(ctx context.Context, i int) error {
+	outs := Generate(ctx, load, func(ctx context.Context, i int) error {
 		return readValue(ctx, client, "http://fixtures/item?id="+strconv.Itoa(i))
 	})
-	elapsed := time.Since(start)
+	// The load was offered over the whole window, even when its last
+	// answer came sooner.
+	elapsed := max(time.Since(start), cfg.Duration)
 	if err := ctx.Err(); err != nil {
 		return OverloadPoint{}, err
 	}
-	// Let queues drain and receipts arrive before the next point.
+	pt := OverloadPoint{Condition: c, OfferedRate: round2(rate), NominalPerSec: round2(rate),
+		OfferedPerSec: round2(float64(load.Requests) / cfg.Duration.Seconds()), Arrivals: load.Requests,
+		ArrivalSeed: seed, Summary: Summarize(outs, elapsed)}
+	// Receipts arrive once each read's losers are accounted for; let
+	// queues drain before the next point.
+	pt.ReceiptsMissing = awaitReceipts(ctx, &receipts, load.Requests-pt.Dropped)
 	if err := settleAll(ctx, fixtures); err != nil {
 		return OverloadPoint{}, err
 	}
-	time.Sleep(2 * hedge.DefaultObserveWindow)
-	pt := OverloadPoint{Condition: c, OfferedRate: round2(rate), Summary: Summarize(outs, elapsed),
-		Hedges: int(hedges.Load()), Suppressed: int(suppressed.Load())}
-	pt.Work = workBetween(before, sumStats(fixtures), int64(requests)+hedges.Load(), requests)
+	n := launched.Load()
+	pt.Hedges, pt.Suppressed = int(n-receipts.Load()), int(suppressed.Load())
+	pt.Work = workBetween(before, sumStats(fixtures), n, load.Requests)
 	pt.AttemptsPerRequest = round2(pt.Work.PerRequest)
 	return pt, nil
+}
+
+// pointSeed derives the seed of the i-th load's arrivals from the run's
+// seed (by SplitMix64), so that loads do not replay one another's gaps
+// scaled and the run stays reproducible.
+func pointSeed(seed uint64, i int) uint64 {
+	z := seed + uint64(i+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// poissonArrivals returns how many arrivals of Generate's open-loop
+// schedule for load (Requests ignored) fall within [0, d): exponential gaps
+// cut at d are a Poisson process on [0, d), whose count is random with
+// mean load.Rate × d. Generate with that many requests then sends exactly
+// those arrivals. It draws the gaps as generateOpen does (same generator,
+// stream and arithmetic); TestOverloadArrivalsMatchGenerate holds the two
+// together.
+func poissonArrivals(load Load, d time.Duration) int {
+	if !(load.Rate > 0) || d <= 0 {
+		return 0
+	}
+	rng := rand.New(rand.NewPCG(load.Seed, 0x6f70656e6c6f6f70)) // generateOpen's stream
+	n := 0
+	for at := time.Duration(0); ; n++ {
+		at += time.Duration(rng.ExpFloat64() / load.Rate * float64(time.Second))
+		if at >= d {
+			return n
+		}
+	}
 }

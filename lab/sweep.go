@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
@@ -45,7 +46,15 @@ type SweepPoint struct {
 	// WastedPct is work the fixtures completed for attempts nobody waited
 	// for any more, per read.
 	WastedPct float64 `json:"wastedPct"`
-	Work      Work    `json:"work"`
+	// Work sets the attempts the client launched, by its receipts
+	// (ClientAttempts), beside what the fixtures started, and their
+	// difference (Unreconciled: attempts cancelled before they reached a
+	// fixture).
+	Work Work `json:"work"`
+	// ReceiptsMissing counts reads sent whose receipt had not arrived when
+	// the point was counted; their attempts are missing from
+	// Work.ClientAttempts. Normally zero.
+	ReceiptsMissing int `json:"receiptsMissing,omitempty"`
 	// Pareto is true when no other point has both a lower p99 and less
 	// extra work.
 	Pareto bool `json:"pareto"`
@@ -145,8 +154,16 @@ func RunSweep(ctx context.Context, cfg SweepConfig) (*SweepReport, error) {
 }
 
 func sweepPoint(ctx context.Context, cfg SweepConfig, n int, base http.RoundTripper, targets []string, fixtures []*Fixture, p hedge.Policy) (SweepPoint, error) {
+	// The client's own count of its attempts: each read's receipt says how
+	// many it launched. The fixtures count what reached them; the two are
+	// reconciled in Work.
+	var launched, receipts atomic.Int64
 	client, err := hedge.NewClient(hedge.ClientConfig{
 		Client: &http.Client{Transport: base}, Policy: p, Targets: targets, RotatePrimary: true, Accept: AcceptValue,
+		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
+			launched.Add(int64(r.AttemptsLaunched))
+			receipts.Add(1)
+		},
 	})
 	if err != nil {
 		return SweepPoint{}, err
@@ -160,18 +177,32 @@ func sweepPoint(ctx context.Context, cfg SweepConfig, n int, base http.RoundTrip
 	if err := ctx.Err(); err != nil {
 		return SweepPoint{}, err
 	}
+	pt := SweepPoint{Summary: Summarize(outs, elapsed)}
+	pt.ReceiptsMissing = awaitReceipts(ctx, &receipts, cfg.Requests-pt.Dropped)
 	if err := settleAll(ctx, fixtures); err != nil {
 		return SweepPoint{}, err
 	}
-	pt := SweepPoint{Summary: Summarize(outs, elapsed)}
-	pt.Work = workBetween(before, sumStats(fixtures), 0, cfg.Requests)
-	pt.Work.ClientAttempts = pt.Work.Started // the client's own count is in receipts; not needed here
-	pt.Work.Unreconciled = 0
+	pt.Work = workBetween(before, sumStats(fixtures), launched.Load(), cfg.Requests)
 	if cfg.Requests > 0 {
 		pt.ExtraAttemptsPct = round2(100 * (pt.Work.PerRequest - 1))
 		pt.WastedPct = round2(100 * float64(pt.Work.CompletedAfterCancel) / float64(cfg.Requests))
 	}
 	return pt, nil
+}
+
+// receiptWait bounds awaitReceipts: a read's receipt comes once its losers
+// are accounted for, within the policy's observation window (100ms by
+// default) after the read returned.
+const receiptWait = 2 * time.Second
+
+// awaitReceipts waits until got reaches want receipts (one per read sent),
+// for receiptWait at most, and returns how many are still missing.
+func awaitReceipts(ctx context.Context, got *atomic.Int64, want int) int {
+	deadline := time.Now().Add(receiptWait)
+	for got.Load() < int64(want) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return max(want-int(got.Load()), 0)
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
