@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
@@ -22,12 +24,17 @@ type CompareConfig struct {
 	// Rate is the offered load per second (open loop). Default 20.
 	Rate float64
 	// Primary and Secondary are the endpoints to compare (full URLs that
-	// answer GET with 200 and JSON {"value": ...}). Empty means two
-	// fixtures on 127.0.0.1: a primary taking 80ms and a secondary 5ms.
+	// answer GET with 200 and JSON {"value": ...}). Each is read at its
+	// own path and query, with the read's "id" added to the query. Empty
+	// means two fixtures on 127.0.0.1: a primary taking 80ms and a
+	// secondary 5ms.
 	Primary, Secondary string
 	// Seed makes arrivals (and fixtures) reproducible. Default 1.
 	Seed uint64
-	// Progress, when non-nil, is told as each side completes.
+	// Progress, when non-nil, is told how many reads of both sides have
+	// completed, out of total = 2×Samples: about every tenth of a side
+	// while it runs, and as each side ends. Calls do not overlap, done
+	// never decreases, and done == total only in the last call.
 	Progress func(done, total int)
 }
 
@@ -119,10 +126,13 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 		defer closeAll(fixtures)
 		cfg.Primary, cfg.Secondary = fixtures[0].URL()+"/item", fixtures[1].URL()+"/item"
 	}
+	var endpoints []endpoint
 	for _, u := range []string{cfg.Primary, cfg.Secondary} {
-		if _, err := hedge.ParseTarget(baseOf(u)); err != nil {
-			return nil, fmt.Errorf("lab: endpoint %q: %w", u, err)
+		e, err := parseEndpoint(u)
+		if err != nil {
+			return nil, err
 		}
+		endpoints = append(endpoints, e)
 	}
 	rep.Config = CompareConfigJSON{
 		Samples: cfg.Samples, DelayMs: ms(cfg.Delay), Rate: cfg.Rate,
@@ -135,12 +145,12 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 	var work CompareWork
 	var err error
 	rep.Baseline, rep.Receipts.Baseline, rep.latencies.baseline, work.Baseline, err =
-		compareSide(ctx, cfg, base, fixtures, hedge.Policy{MaxAttempts: 1}, []string{cfg.Primary})
+		compareSide(ctx, cfg, base, fixtures, hedge.Policy{MaxAttempts: 1}, endpoints[:1], 0)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Progress != nil {
-		cfg.Progress(1, 2)
+		cfg.Progress(cfg.Samples, 2*cfg.Samples)
 	}
 	budget, err := hedge.NewBudget(1, float64(cfg.Samples))
 	if err != nil {
@@ -148,12 +158,12 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 	}
 	hedged := hedge.Policy{Delay: cfg.Delay, Budget: budget, Gate: hedge.Gate{Disabled: true}}
 	rep.Hedged, rep.Receipts.Hedged, rep.latencies.hedged, work.Hedged, err =
-		compareSide(ctx, cfg, base, fixtures, hedged, []string{cfg.Primary, cfg.Secondary})
+		compareSide(ctx, cfg, base, fixtures, hedged, endpoints, cfg.Samples)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Progress != nil {
-		cfg.Progress(2, 2)
+		cfg.Progress(2*cfg.Samples, 2*cfg.Samples)
 	}
 	rep.BaselineCalls, rep.HedgedCalls = cfg.Samples, cfg.Samples
 	if fixtures != nil {
@@ -163,34 +173,99 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 	return rep, nil
 }
 
-// baseOf returns the scheme and host of a full URL, as a target base.
-func baseOf(full string) string {
-	for i := len("https://"); i < len(full); i++ {
-		if full[i] == '/' {
-			return full[:i]
+// endpoint is a URL compared: read at its own path and query.
+type endpoint struct {
+	url *url.URL
+	// target is the URL without its query, as a hedge target: it names
+	// the endpoint in receipts.
+	target string
+}
+
+// parseEndpoint checks a full URL given to compare; errors name it as given.
+func parseEndpoint(s string) (endpoint, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("lab: endpoint %q: %w", s, err)
+	}
+	t := *u
+	t.RawQuery, t.ForceQuery = "", false
+	target, err := hedge.ParseTarget(t.String())
+	if err != nil {
+		return endpoint{}, fmt.Errorf("lab: endpoint %q: %w", s, err)
+	}
+	return endpoint{url: u, target: target.String()}, nil
+}
+
+// readIndexKey carries a read's index in its context, for endpointRouter.
+type readIndexKey struct{}
+
+// endpointRouter sends each attempt of a read to its endpoint, at the
+// endpoint's own path and query with the read's id added: the hedging
+// Transport re-aims attempts at its targets' scheme, host and path prefix
+// but keeps the request's path and query, which are the primary's.
+// An attempt's index (hedge.HedgeHeader, absent for the primary) is its
+// endpoint's: the primary goes to the first target and the one hedge to
+// the second, the only other. Errors name the URL the attempt went to.
+type endpointRouter struct {
+	base      http.RoundTripper
+	endpoints []endpoint
+}
+
+func (r endpointRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	k := 0
+	if h := req.Header.Get(hedge.HedgeHeader); h != "" {
+		var err error
+		if k, err = strconv.Atoi(h); err != nil || k < 0 || k >= len(r.endpoints) {
+			return nil, fmt.Errorf("lab: attempt %q has no endpoint", h)
 		}
 	}
-	return full
+	i, ok := req.Context().Value(readIndexKey{}).(int)
+	if !ok {
+		return nil, errors.New("lab: request without a read index")
+	}
+	u := *r.endpoints[k].url
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "id=" + strconv.Itoa(i)
+	out := req.WithContext(req.Context()) // a shallow copy: req is not ours
+	out.URL, out.Host = &u, ""
+	resp, err := r.base.RoundTrip(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+	}
+	return resp, nil
 }
 
 // compareSide runs one side: cfg.Samples reads through a client hedging
-// over targets (full URLs; the first is the primary).
-func compareSide(ctx context.Context, cfg CompareConfig, base http.RoundTripper, fixtures []*Fixture, p hedge.Policy, targets []string) (CompareSide, []hedge.Receipt, []float64, Work, error) {
-	var bases []string
-	for _, t := range targets {
-		bases = append(bases, baseOf(t))
+// over endpoints (the first is the primary). prior is how many reads the
+// sides before this one made, for Progress.
+func compareSide(ctx context.Context, cfg CompareConfig, base http.RoundTripper, fixtures []*Fixture, p hedge.Policy, endpoints []endpoint, prior int) (CompareSide, []hedge.Receipt, []float64, Work, error) {
+	var targets []string
+	for _, e := range endpoints {
+		targets = append(targets, e.target)
 	}
-	path := targets[0][len(bases[0]):]
+	if len(targets) == 2 && targets[0] == targets[1] {
+		// Endpoints that differ only in their query cannot both be
+		// targets; without targets every attempt goes to the request's
+		// URL, and endpointRouter still routes it (receipts then do not
+		// name the endpoints).
+		targets = nil
+	}
 	client, err := hedge.NewClient(hedge.ClientConfig{
-		Client: &http.Client{Transport: base}, Policy: p, Targets: bases, Accept: AcceptValue,
+		Client: &http.Client{Transport: endpointRouter{base: base, endpoints: endpoints}},
+		Policy: p, Targets: targets, Accept: AcceptValue,
 	})
 	if err != nil {
 		return CompareSide{}, nil, nil, Work{}, err
 	}
+	// The read's URL is the primary's as configured, so that errors name it.
+	primary := endpoints[0].url.String()
 	receipts := make([]hedge.Receipt, cfg.Samples)
 	var mu sync.Mutex
 	got := 0
 	before := sumStats(fixtures)
+	prog := startProgress(cfg.Progress, prior, cfg.Samples, 2*cfg.Samples)
 	start := time.Now()
 	outs := Generate(ctx, Load{Requests: cfg.Samples, Rate: cfg.Rate, Seed: cfg.Seed}, func(ctx context.Context, i int) error {
 		rctx := hedge.WithReceipt(ctx, func(r hedge.Receipt) {
@@ -199,9 +274,12 @@ func compareSide(ctx context.Context, cfg CompareConfig, base http.RoundTripper,
 			got++
 			mu.Unlock()
 		})
-		return readValue(rctx, client, "http://endpoint"+withID(path, i))
+		err := readValue(context.WithValue(rctx, readIndexKey{}, i), client, withID(primary, i))
+		prog.add()
+		return err
 	})
 	elapsed := time.Since(start)
+	prog.finish()
 	if err := ctx.Err(); err != nil {
 		return CompareSide{}, nil, nil, Work{}, err
 	}
@@ -253,4 +331,66 @@ func countErrs(outs []Outcome, target error) int {
 		}
 	}
 	return n
+}
+
+// progress reports a side's progress from its own goroutine while the side
+// runs. Reads call add as they complete, which only counts and wakes it, so
+// that a slow Progress delays neither a read nor its measured latency.
+type progress struct {
+	report                func(done, total int)
+	prior, samples, total int
+	n                     atomic.Int64
+	wake, stop, stopped   chan struct{}
+}
+
+// startProgress starts reporting to report (nil: nothing to do) the side
+// after prior reads, which makes samples of total. It reports about every
+// tenth of the side, never its last read: the caller reports the side's
+// end once the side is over.
+func startProgress(report func(done, total int), prior, samples, total int) *progress {
+	if report == nil {
+		return nil
+	}
+	p := &progress{report: report, prior: prior, samples: samples, total: total,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *progress) run() {
+	defer close(p.stopped)
+	step := max((p.samples+9)/10, 1)
+	next := step
+	for {
+		select {
+		case <-p.wake:
+		case <-p.stop:
+			return
+		}
+		if n := int(p.n.Load()); n >= next && n < p.samples {
+			p.report(p.prior+n, p.total)
+			next = (n/step + 1) * step
+		}
+	}
+}
+
+// add counts a completed read.
+func (p *progress) add() {
+	if p == nil {
+		return
+	}
+	p.n.Add(1)
+	select {
+	case p.wake <- struct{}{}:
+	default: // awake already: it will read the count
+	}
+}
+
+// finish stops the reports and waits until the last has returned.
+func (p *progress) finish() {
+	if p == nil {
+		return
+	}
+	close(p.stop)
+	<-p.stopped
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -72,7 +73,7 @@ func TestGenerateClosedLoopAndCancel(t *testing.T) {
 			return nil
 		})
 		s := Summarize(outs, 50*time.Millisecond)
-		if n.Load() != 10 || s.Succeeded != 9 || s.Failed != 1 || s.FirstError != "boom" || s.P99Ms != 10 || s.GoodputPerSec != 180 {
+		if n.Load() != 10 || s.Succeeded != 9 || s.Failed != 1 || s.FirstError != "boom" || s.P90Ms != 10 || !math.IsInf(s.P99Ms, 1) || s.GoodputPerSec != 180 {
 			t.Errorf("summary %+v", s)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 25*time.Millisecond)

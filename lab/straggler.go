@@ -53,7 +53,8 @@ type StragglerReport struct {
 	Environment Environment   `json:"environment"`
 	Baseline    StragglerSide `json:"baseline"`
 	Hedged      StragglerSide `json:"hedged"`
-	// P99Ratio is the baseline's p99 over the hedged p99.
+	// P99Ratio is the baseline's p99 over the hedged p99; 0 when either
+	// p99 read failed (an infinite p99 has no ratio).
 	P99Ratio  float64 `json:"p99Ratio"`
 	latencies struct{ baseline, hedged []float64 }
 }
@@ -145,7 +146,7 @@ func RunStraggler(ctx context.Context, cfg StragglerConfig) (*StragglerReport, e
 	if cfg.Progress != nil {
 		cfg.Progress(2, 2)
 	}
-	if rep.Hedged.P99Ms > 0 {
+	if b, h := rep.Baseline.P99Ms, rep.Hedged.P99Ms; h > 0 && drawable(b) && drawable(h) {
 		rep.P99Ratio = rep.Baseline.P99Ms / rep.Hedged.P99Ms
 	}
 	rep.Environment.finish()

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -30,6 +32,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *html == "" {
 		return usageError(stderr, "demo", fmt.Errorf("-html needs a file name"))
+	}
+	if err := (&outputs{html: *html}).check(); err != nil {
+		return usageError(stderr, "demo", err)
 	}
 	if !*asJSON {
 		fmt.Fprintln(stdout, "Tailgate demo: loopback replicas on 127.0.0.1, about a minute...")
@@ -82,12 +87,16 @@ func printDemo(w io.Writer, r *lab.DemoResult) {
 		name string
 		s    lab.StragglerSide
 	}{{"direct", s.Baseline}, {"gateway (" + s.HedgeDelay + ")", s.Hedged}} {
-		fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1fms\t%.1fms\t%.3f\t%.3f\t\n", side.name, side.s.P50Ms, side.s.P90Ms, side.s.P99Ms, side.s.P999Ms,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t\n", side.name, msText(side.s.P50Ms), msText(side.s.P90Ms), msText(side.s.P99Ms), msText(side.s.P999Ms),
 			side.s.BackendAttemptsPerRequest, float64(side.s.Work.CompletedAfterCancel)/float64(s.Requests))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "   p99 %.1fms -> %.1fms (%.1fx lower) for %.1f%% more backend attempts; the replicas finished %d cancelled losers anyway.\n",
-		s.Baseline.P99Ms, s.Hedged.P99Ms, s.P99Ratio, 100*(s.Hedged.BackendAttemptsPerRequest-1), s.Hedged.Work.CompletedAfterCancel)
+	ratio := ""
+	if s.P99Ratio > 0 {
+		ratio = fmt.Sprintf(" (%.1fx lower)", s.P99Ratio)
+	}
+	fmt.Fprintf(w, "   p99 %s -> %s%s for %.1f%% more backend attempts; the replicas finished %d cancelled losers anyway.\n",
+		msText(s.Baseline.P99Ms), msText(s.Hedged.P99Ms), ratio, 100*(s.Hedged.BackendAttemptsPerRequest-1), s.Hedged.Work.CompletedAfterCancel)
 
 	sw := r.Sweep
 	fmt.Fprintf(w, "\n2. sweep: %d reads per point against %s; budget and gate open\n", sw.Requests, sw.Model)
@@ -98,7 +107,7 @@ func printDemo(w io.Writer, r *lab.DemoResult) {
 		if p.Label == sw.Knee {
 			mark = "<- knee"
 		}
-		fmt.Fprintf(tw, "%s\t%.1fms\t%.1fms\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, p.P50Ms, p.P99Ms, p.ExtraAttemptsPct, p.WastedPct, mark)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, msText(p.P50Ms), msText(p.P99Ms), p.ExtraAttemptsPct, p.WastedPct, mark)
 	}
 	tw.Flush()
 
@@ -107,8 +116,20 @@ func printDemo(w io.Writer, r *lab.DemoResult) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "offered\t\tattempts/read\tgoodput\tp99\tfailed\t")
 	for _, p := range o.Points {
-		fmt.Fprintf(tw, "%.0f/s\t%s\t%.2f\t%.0f/s\t%.0fms\t%d\t\n", p.OfferedRate, p.Condition, p.AttemptsPerRequest, p.GoodputPerSec, p.P99Ms, p.Failed+p.Dropped)
+		fmt.Fprintf(tw, "%.0f/s\t%s\t%.2f\t%.0f/s\t%s\t%d\t\n", p.OfferedPerSec, p.Condition, p.AttemptsPerRequest, p.GoodputPerSec, msText(p.P99Ms), p.Failed+p.Dropped)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(%s, %d CPUs, seed %d; figures vary from run to run on a shared machine.)\n", r.Environment.GoVersion, r.Environment.CPUs, r.Environment.Seed)
+}
+
+// msText prints a latency in ms; a percentile that fell on a failed read is
+// infinite and prints as "failed".
+func msText(x float64) string {
+	switch {
+	case math.IsInf(x, 1):
+		return "failed"
+	case math.IsNaN(x):
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64) + "ms"
 }

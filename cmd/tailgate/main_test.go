@@ -80,7 +80,7 @@ func TestCalcRejects(t *testing.T) {
 }
 
 func TestDemoRejects(t *testing.T) {
-	for _, args := range [][]string{{"-html", ""}, {"-seed", "x"}, {"-nope"}, {"stray"}} {
+	for _, args := range [][]string{{"-html", ""}, {"-html", "/"}, {"-html", "/nonexistent-dir/r.html"}, {"-seed", "x"}, {"-nope"}, {"stray"}} {
 		code, _, stderr := runCmd(append([]string{"demo"}, args...)...)
 		if code != exitUsage || stderr == "" {
 			t.Errorf("demo %v: exit %d, stderr %q; want 2 with a message", args, code, stderr)

@@ -31,16 +31,43 @@ const DefaultCDFPoints = 500
 // points because it is where hedging acts, and an even spread would leave
 // p99–p100 with a handful. maxPoints <= 0 means DefaultCDFPoints.
 func CDF(name string, latenciesMs []float64, maxPoints int) Series {
+	return cdf(name, latenciesMs, false, 0, maxPoints)
+}
+
+// CDFOutOf is CDF for a run of total requests of which only some have a
+// latency, the others having failed, timed out or never been sent: Y is
+// the fraction of all total requests answered at or below X, so the curve
+// tops out at the share answered, and the gap above it is the requests
+// that never got a good answer (on a CDF that rose to 1, failures would
+// disappear, and a run where slow reads time out would look fast).
+//
+// A +Inf sample is such a request and counts towards total; NaN and -Inf
+// samples are ignored. total is raised to the number of other samples if it
+// is smaller, so total 0 counts the samples. The points kept are those CDF
+// keeps for the finite samples, with Y scaled.
+func CDFOutOf(name string, latenciesMs []float64, total, maxPoints int) Series {
+	return cdf(name, latenciesMs, true, total, maxPoints)
+}
+
+// cdf implements CDF and, with outOf, CDFOutOf.
+func cdf(name string, latenciesMs []float64, outOf bool, total, maxPoints int) Series {
 	s := Series{Name: name}
 	xs := make([]float64, 0, len(latenciesMs))
+	unanswered := 0
 	for _, v := range latenciesMs {
 		if finite(v) {
 			xs = append(xs, v)
+		} else if math.IsInf(v, 1) {
+			unanswered++
 		}
 	}
 	n := len(xs)
 	if n == 0 {
 		return s
+	}
+	denom := float64(n)
+	if outOf {
+		denom = float64(max(total, n+unanswered))
 	}
 	slices.Sort(xs)
 	// Distinct values and how many samples are at or below each, so that
@@ -55,7 +82,7 @@ func CDF(name string, latenciesMs []float64, maxPoints int) Series {
 	if maxPoints <= 0 {
 		maxPoints = DefaultCDFPoints
 	}
-	point := func(j int) Point { return Point{X: vals[j], Y: float64(cum[j]) / float64(n)} }
+	point := func(j int) Point { return Point{X: vals[j], Y: float64(cum[j]) / denom} }
 	if len(vals) <= maxPoints {
 		s.Points = make([]Point, len(vals))
 		for j := range vals {

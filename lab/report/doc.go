@@ -8,6 +8,8 @@
 // be mailed, attached to a ticket or archived next to the JSON results and it
 // will still render the same in ten years. Hovering a marker shows its values
 // through the SVG <title> element, which needs no JavaScript either.
+// Long unbroken strings, such as latency model specifications and URLs,
+// wrap in headings, paragraphs and table cells rather than widen the page.
 //
 // # Building a page
 //
@@ -17,7 +19,9 @@
 // and a Caption that says in one sentence how to read it. CDF turns raw
 // latencies into a downsampled cumulative-distribution Series that keeps the
 // tail: half of its points or more describe the slowest tenth of requests,
-// which is where hedging acts.
+// which is where hedging acts. CDFOutOf does the same out of a total count of
+// requests, so that requests without a latency (failed, timed out) keep the
+// curve below 1 instead of vanishing.
 //
 // RenderHTML writes the page. It is deterministic, so the same Page gives the
 // same bytes and reports can be diffed and checked in.

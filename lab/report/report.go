@@ -303,11 +303,12 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",
 figcaption{font-size:.92rem;color:#374151;margin:.3rem 0 0;max-width:80ch}
 .footnote{display:block;color:#6b7280;font-size:.8rem;margin-top:.2rem}
 .series:hover polyline{stroke-width:3.5}
+h1,h2,p,caption,figcaption,th,td,.toc li{overflow-wrap:anywhere}
 .tablewrap{overflow-x:auto;margin:1.2rem 0 2rem}
 table{border-collapse:collapse;font-size:.9rem;font-variant-numeric:tabular-nums;min-width:60%}
 caption{text-align:left;font-weight:600;padding:0 0 .45rem}
 th,td{padding:.38rem .85rem;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
-th{background:#f3f4f6;border-bottom:2px solid #9ca3af;font-weight:600;white-space:nowrap}
+th{background:#f3f4f6;border-bottom:2px solid #9ca3af;font-weight:600}
 tbody tr:nth-child(even){background:#fafafa}
 th.r,td.r{text-align:right;white-space:nowrap}
 th.c,td.c{text-align:center}
