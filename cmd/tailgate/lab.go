@@ -24,6 +24,10 @@ the full report as JSON with -out, and an HTML page with plots with -html.
   straggler  two replicas, a few slow primaries: directly, then through the gateway
   sweep      the latency/work frontier: fixed delays and adaptive percentiles
   overload   offered load past capacity, with and without the budget and gate
+  fanout     one request to many shards: wait for all, per-shard hedging, good
+             enough (k of N), both; -simulate for fleet scale
+  bigtable   the shape of the paper's benchmark: 1,000 keys from 100 servers,
+             hedged after 10ms; -simulate for virtual servers
 
 Run "tailgate lab <experiment> -h" for its flags.`
 
@@ -32,6 +36,8 @@ var experiments = map[string]func(ctx context.Context, args []string, stdout, st
 	"straggler": runLabStraggler,
 	"sweep":     runLabSweep,
 	"overload":  runLabOverload,
+	"fanout":    runLabFanout,
+	"bigtable":  runLabBigtable,
 }
 
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -48,7 +54,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	run, ok := experiments[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep or overload\n", args[0])
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout or bigtable\n", args[0])
 		return exitUsage
 	}
 	return run(ctx, args[1:], stdout, stderr)
