@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 
@@ -153,11 +154,18 @@ func (r *FanoutSimReport) Section() report.Section {
 	pred := report.Series{Name: "1 - (1 - p)^N", Dashed: true}
 	simd := report.Series{Name: "simulated", Marker: true, NoLine: true}
 	arith := [][]string{}
+	share := func(x float64) string { return strconv.FormatFloat(x, 'g', 5, 64) }
 	for _, a := range r.Arithmetic {
-		pred.Points = append(pred.Points, report.Point{X: float64(a.Fanout), Y: a.PredictedSlowShare})
 		simd.Points = append(simd.Points, report.Point{X: float64(a.Fanout), Y: a.SimulatedSlowShare})
-		arith = append(arith, []string{strconv.Itoa(a.Fanout), fmt.Sprintf("%.4f", a.PredictedSlowShare), fmt.Sprintf("%.4f", a.SimulatedSlowShare),
-			fmt.Sprintf("%.5f", a.StdErr), yesNo(a.Agrees)})
+		arith = append(arith, []string{strconv.Itoa(a.Fanout), share(a.PredictedSlowShare), share(a.SimulatedSlowShare),
+			share(a.StdErr), yesNo(a.Agrees)})
+	}
+	if n := len(r.Arithmetic); n > 0 {
+		// The arithmetic as a curve: 1 - (1 - p)^N at 50 fan-outs per decade.
+		p, hi := r.Arithmetic[0].ShardSlowShare, float64(r.Arithmetic[n-1].Fanout)
+		for x := 1.0; x <= hi*1.0001; x *= math.Pow(10, 1.0/50) {
+			pred.Points = append(pred.Points, report.Point{X: x, Y: 1 - math.Pow(1-p, x)})
+		}
 	}
 	tables := []report.Table{
 		{Title: "Simulated policies", Columns: append(append([]string{}, latencyColumns...), "extra attempts %", "partial share"), Rows: rows},

@@ -21,7 +21,7 @@ type Sectioner interface {
 func WriteHTML(w io.Writer, title string, env Environment, parts ...Sectioner) error {
 	p := report.Page{
 		Title:    title,
-		Subtitle: "Tailgate lab: plain reads against hedged reads, measured on loopback replicas",
+		Subtitle: "Tailgate lab: what hedging and fan-out policies gain in latency, and what they cost in duplicate work",
 		Meta: [][2]string{
 			{"Go", env.GoVersion},
 			{"CPUs", strconv.Itoa(env.CPUs) + " (GOMAXPROCS " + strconv.Itoa(env.GOMAXPROCS) + ")"},

@@ -67,7 +67,9 @@ func TestLongStringsWrap(t *testing.T) {
 		}
 	}
 	for _, sel := range []string{"h1", "h2", "p", "caption", "th", "td", "figcaption"} {
-		if !strings.Contains(rules[sel], "overflow-wrap:anywhere") {
+		// Headers break only words too long for any column (break-word
+		// keeps a short word like "agrees" whole); the rest anywhere.
+		if !strings.Contains(rules[sel], "overflow-wrap:anywhere") && !(sel == "th" && strings.Contains(rules[sel], "overflow-wrap:break-word")) {
 			t.Errorf("%s does not wrap long words: %q", sel, rules[sel])
 		}
 		if strings.Contains(rules[sel], "white-space:nowrap") {

@@ -303,7 +303,8 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",
 figcaption{font-size:.92rem;color:#374151;margin:.3rem 0 0;max-width:80ch}
 .footnote{display:block;color:#6b7280;font-size:.8rem;margin-top:.2rem}
 .series:hover polyline{stroke-width:3.5}
-h1,h2,p,caption,figcaption,th,td,.toc li{overflow-wrap:anywhere}
+h1,h2,p,caption,figcaption,td,.toc li{overflow-wrap:anywhere}
+th{overflow-wrap:break-word}
 .tablewrap{overflow-x:auto;margin:1.2rem 0 2rem}
 table{border-collapse:collapse;font-size:.9rem;font-variant-numeric:tabular-nums;min-width:60%}
 caption{text-align:left;font-weight:600;padding:0 0 .45rem}
