@@ -75,22 +75,36 @@ type BigtableRun struct {
 	latencies        []float64
 }
 
+// BigtableSetup is what a bigtable report, loopback or simulated, says
+// about its run before its results.
+type BigtableSetup struct {
+	Version        int     `json:"version"`
+	Experiment     string  `json:"experiment"`
+	Servers        int     `json:"servers"`
+	Keys           int     `json:"keys"`
+	KeyModel       string  `json:"keyModel"`
+	Model          string  `json:"model"`
+	HedgeAfterMs   float64 `json:"hedgeAfterMs"`
+	BudgetFraction float64 `json:"budgetFraction"`
+	// Operations per run; Rate their arrival rate (loopback only).
+	Operations  int           `json:"operations"`
+	Rate        float64       `json:"rate,omitempty"`
+	Environment Environment   `json:"environment"`
+	Paper       BigtablePaper `json:"paper"`
+}
+
+func newBigtableSetup(experiment string, cfg BigtableConfig, model Model, operations int, rate float64) BigtableSetup {
+	return BigtableSetup{Version: ReportVersion, Experiment: experiment, Servers: cfg.Servers, Keys: cfg.Keys,
+		KeyModel: cfg.KeyModel.String(), Model: model.String(), HedgeAfterMs: ms(cfg.HedgeAfter), BudgetFraction: cfg.BudgetFraction,
+		Operations: operations, Rate: rate, Environment: newEnvironment(cfg.Seed),
+		Paper: BigtablePaper{P999BeforeMs: PaperBigtableP999BeforeMs, P999AfterMs: PaperBigtableP999AfterMs, ExtraPct: PaperBigtableExtraPct}}
+}
+
 // BigtableReport is the bigtable experiment's report.
 type BigtableReport struct {
-	Version        int           `json:"version"`
-	Experiment     string        `json:"experiment"`
-	Servers        int           `json:"servers"`
-	Keys           int           `json:"keys"`
-	KeyModel       string        `json:"keyModel"`
-	Model          string        `json:"model"`
-	HedgeAfterMs   float64       `json:"hedgeAfterMs"`
-	BudgetFraction float64       `json:"budgetFraction"`
-	Operations     int           `json:"operations"`
-	Rate           float64       `json:"rate"`
-	Environment    Environment   `json:"environment"`
-	Baseline       BigtableRun   `json:"baseline"`
-	Hedged         BigtableRun   `json:"hedged"`
-	Paper          BigtablePaper `json:"paper"`
+	BigtableSetup
+	Baseline BigtableRun `json:"baseline"`
+	Hedged   BigtableRun `json:"hedged"`
 }
 
 // BigtablePaper holds the paper's figures, for comparison only: the
@@ -114,10 +128,7 @@ func RunBigtable(ctx context.Context, cfg BigtableConfig) (*BigtableReport, erro
 	if err != nil {
 		return nil, err
 	}
-	rep := &BigtableReport{Version: ReportVersion, Experiment: "bigtable", Servers: cfg.Servers, Keys: cfg.Keys,
-		KeyModel: cfg.KeyModel.String(), Model: model.String(), HedgeAfterMs: ms(cfg.HedgeAfter), BudgetFraction: cfg.BudgetFraction, Operations: cfg.Operations, Rate: cfg.Rate,
-		Environment: newEnvironment(cfg.Seed),
-		Paper:       BigtablePaper{P999BeforeMs: PaperBigtableP999BeforeMs, P999AfterMs: PaperBigtableP999AfterMs, ExtraPct: PaperBigtableExtraPct}}
+	rep := &BigtableReport{BigtableSetup: newBigtableSetup("bigtable", cfg, model, cfg.Operations, cfg.Rate)}
 
 	shards := cfg.Servers
 	servers, fixtures, err := startShards(cfg.Servers, 1, model, cfg.Seed)
@@ -241,19 +252,9 @@ func (r *BigtableReport) Section() report.Section {
 
 // BigtableSimReport is the simulated bigtable experiment's report.
 type BigtableSimReport struct {
-	Version        int             `json:"version"`
-	Experiment     string          `json:"experiment"`
-	Servers        int             `json:"servers"`
-	Keys           int             `json:"keys"`
-	KeyModel       string          `json:"keyModel"`
-	Model          string          `json:"model"`
-	HedgeAfterMs   float64         `json:"hedgeAfterMs"`
-	BudgetFraction float64         `json:"budgetFraction"`
-	Operations     int             `json:"operations"`
-	Environment    Environment     `json:"environment"`
-	Baseline       SimulatedPolicy `json:"baseline"`
-	Hedged         SimulatedPolicy `json:"hedged"`
-	Paper          BigtablePaper   `json:"paper"`
+	BigtableSetup
+	Baseline SimulatedPolicy `json:"baseline"`
+	Hedged   SimulatedPolicy `json:"hedged"`
 }
 
 // SimulateBigtable runs the bigtable experiment's two runs in the
@@ -270,10 +271,7 @@ func SimulateBigtable(ctx context.Context, cfg BigtableConfig) (*BigtableSimRepo
 	if err != nil {
 		return nil, err
 	}
-	rep := &BigtableSimReport{Version: ReportVersion, Experiment: "bigtable-simulated", Servers: cfg.Servers, Keys: cfg.Keys,
-		KeyModel: cfg.KeyModel.String(), Model: model.String(), HedgeAfterMs: ms(cfg.HedgeAfter), BudgetFraction: cfg.BudgetFraction,
-		Operations: cfg.SimOperations, Environment: newEnvironment(cfg.Seed),
-		Paper: BigtablePaper{P999BeforeMs: PaperBigtableP999BeforeMs, P999AfterMs: PaperBigtableP999AfterMs, ExtraPct: PaperBigtableExtraPct}}
+	rep := &BigtableSimReport{BigtableSetup: newBigtableSetup("bigtable-simulated", cfg, model, cfg.SimOperations, 0)}
 	runs := []sim.Policy{
 		{Name: "no hedging", Fanout: cfg.Servers},
 		{Name: "hedge after " + cfg.HedgeAfter.String(), Fanout: cfg.Servers, HedgeAfter: cfg.HedgeAfter,

@@ -67,20 +67,37 @@ type Prediction struct {
 	P999Ms float64 `json:"p999Ms"`
 }
 
+// FanoutSetup is what a fanout report, loopback or simulated, says about
+// its run before its results.
+type FanoutSetup struct {
+	Version      int     `json:"version"`
+	Experiment   string  `json:"experiment"`
+	Shards       int     `json:"shards"`
+	Need         int     `json:"need"`
+	Model        string  `json:"model"`
+	HedgeDelayMs float64 `json:"hedgeDelayMs"`
+	// Requests per policy; Rate their arrival rate (loopback only).
+	Requests    int         `json:"requests"`
+	Rate        float64     `json:"rate,omitempty"`
+	Environment Environment `json:"environment"`
+	PerShard    Prediction  `json:"perShard"`
+	WaitForAll  Prediction  `json:"predictedWaitForAll"`
+}
+
+// newFanoutSetup describes a run of cfg (with its defaults) whose model
+// has the sorted sample.
+func newFanoutSetup(experiment string, cfg FanoutConfig, sample []float64, requests int, rate float64) FanoutSetup {
+	return FanoutSetup{Version: ReportVersion, Experiment: experiment, Shards: cfg.Shards, Need: cfg.Need,
+		Model: cfg.Model.String(), HedgeDelayMs: ms(cfg.HedgeDelay), Requests: requests, Rate: rate,
+		Environment: newEnvironment(cfg.Seed),
+		PerShard:    Prediction{P50Ms: rankF(sample, 0.5), P99Ms: rankF(sample, 0.99), P999Ms: rankF(sample, 0.999)},
+		WaitForAll:  predictMax(sample, cfg.Shards)}
+}
+
 // FanoutReport is the fanout experiment's report.
 type FanoutReport struct {
-	Version      int            `json:"version"`
-	Experiment   string         `json:"experiment"`
-	Shards       int            `json:"shards"`
-	Need         int            `json:"need"`
-	Model        string         `json:"model"`
-	HedgeDelayMs float64        `json:"hedgeDelayMs"`
-	Requests     int            `json:"requests"`
-	Rate         float64        `json:"rate"`
-	Environment  Environment    `json:"environment"`
-	PerShard     Prediction     `json:"perShard"`
-	WaitForAll   Prediction     `json:"predictedWaitForAll"`
-	Policies     []FanoutPolicy `json:"policies"`
+	FanoutSetup
+	Policies []FanoutPolicy `json:"policies"`
 	// Simulated are the same policies in the simulator (lab/sim), and
 	// CrossCheck says, quantile by quantile, whether they agree with the
 	// loopback run within the stated tolerance.
@@ -167,11 +184,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &FanoutReport{Version: ReportVersion, Experiment: "fanout", Shards: cfg.Shards, Need: cfg.Need,
-		Model: cfg.Model.String(), HedgeDelayMs: ms(cfg.HedgeDelay), Requests: cfg.Requests, Rate: cfg.Rate,
-		Environment: newEnvironment(cfg.Seed)}
-	rep.PerShard = Prediction{P50Ms: rankF(sample, 0.5), P99Ms: rankF(sample, 0.99), P999Ms: rankF(sample, 0.999)}
-	rep.WaitForAll = predictMax(sample, cfg.Shards)
+	rep := &FanoutReport{FanoutSetup: newFanoutSetup("fanout", cfg, sample, cfg.Requests, cfg.Rate)}
 
 	urls, fixtures, err := startShards(cfg.Shards, 2, cfg.Model, cfg.Seed)
 	defer closeAll(fixtures)

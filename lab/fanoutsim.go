@@ -37,20 +37,11 @@ type SimulateOptions struct {
 
 // FanoutSimReport is the simulated fanout experiment's report.
 type FanoutSimReport struct {
-	Version      int               `json:"version"`
-	Experiment   string            `json:"experiment"`
-	Shards       int               `json:"shards"`
-	Need         int               `json:"need"`
-	Model        string            `json:"model"`
-	HedgeDelayMs float64           `json:"hedgeDelayMs"`
-	Requests     int               `json:"requests"`
-	Environment  Environment       `json:"environment"`
-	PerShard     Prediction        `json:"perShard"`
-	WaitForAll   Prediction        `json:"predictedWaitForAll"`
-	Policies     []SimulatedPolicy `json:"policies"`
-	Arithmetic   []ArithmeticCheck `json:"arithmetic"`
-	Table1       []Table1          `json:"table1"`
-	PaperTable1  []Table1Row       `json:"paperTable1"`
+	FanoutSetup
+	Policies    []SimulatedPolicy `json:"policies"`
+	Arithmetic  []ArithmeticCheck `json:"arithmetic"`
+	Table1      []Table1          `json:"table1"`
+	PaperTable1 []Table1Row       `json:"paperTable1"`
 }
 
 // SimulateFanout runs the fanout experiment's policies in the simulator
@@ -90,11 +81,7 @@ func SimulateFanout(ctx context.Context, cfg FanoutConfig, opts SimulateOptions)
 		fanouts = append(fanouts, cfg.Shards)
 	}
 	slices.Sort(fanouts)
-	rep := &FanoutSimReport{Version: ReportVersion, Experiment: "fanout-simulated", Shards: cfg.Shards, Need: cfg.Need,
-		Model: cfg.Model.String(), HedgeDelayMs: ms(cfg.HedgeDelay), Requests: cfg.SimRequests,
-		Environment: newEnvironment(cfg.Seed), PaperTable1: PaperTable1}
-	rep.PerShard = Prediction{P50Ms: rankF(sample, 0.5), P99Ms: rankF(sample, 0.99), P999Ms: rankF(sample, 0.999)}
-	rep.WaitForAll = predictMax(sample, cfg.Shards)
+	rep := &FanoutSimReport{FanoutSetup: newFanoutSetup("fanout-simulated", cfg, sample, cfg.SimRequests, 0), PaperTable1: PaperTable1}
 	steps, step := 3, 0
 	progress := func() error {
 		step++
