@@ -49,8 +49,8 @@ type FanoutConfig struct {
 type FanoutPolicy struct {
 	Policy string `json:"policy"`
 	Summary
-	// ExtraAttemptsPct is requests the shard replicas received beyond one
-	// per shard, by their own counters, in % of shard requests.
+	// ExtraAttemptsPct is the hedges the shard replicas received, by their
+	// own counters, in % of shard requests.
 	ExtraAttemptsPct float64 `json:"extraAttemptsPct"`
 	// PartialShare is the share of requests answered without every shard.
 	PartialShare float64 `json:"partialShare"`
@@ -105,12 +105,14 @@ type FanoutReport struct {
 	CrossCheck []CrossCheck      `json:"crossCheck"`
 }
 
-// modelQuantiles samples m to estimate its quantiles (n draws, sorted).
+// modelQuantiles samples m to estimate its quantiles (n draws, sorted),
+// drawing requests as the simulator does: no id, arriving at a random time
+// (so a Stalls model is met at a random phase, not always inside a stall).
 func modelQuantiles(m Model, n int, seed uint64) []float64 {
 	rng := rand.New(rand.NewPCG(seed, 0x71756e74))
 	x := make([]float64, n)
 	for i := range x {
-		x[i] = ms(m.Sample(rng, Request{ID: uint64(i)}))
+		x[i] = ms(m.Sample(rng, Request{At: time.Duration(rng.Int64N(simHorizon))}))
 	}
 	slices.Sort(x)
 	return x
@@ -163,6 +165,13 @@ func (cfg FanoutConfig) withDefaults() (FanoutConfig, []float64, error) {
 	return cfg, sample, nil
 }
 
+// Limits of a loopback fanout run: every shard replica is a fixture with
+// its own listener.
+const (
+	MaxLoopbackShards   = 1000
+	MaxLoopbackRequests = 100_000
+)
+
 // modelSample is the number of draws behind a model's quantiles.
 const modelSample = 1_000_000
 
@@ -179,6 +188,10 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 	cfg, sample, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Shards > MaxLoopbackShards || cfg.Requests > MaxLoopbackRequests {
+		return nil, fmt.Errorf("lab: fanout on loopback takes at most %d shards (two fixtures each) and %d requests per policy; simulate larger runs",
+			MaxLoopbackShards, MaxLoopbackRequests)
 	}
 	lat, err := simLatency(cfg.Model)
 	if err != nil {
@@ -217,13 +230,16 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 	if rep.Simulated, err = simulatePolicies(cfg, lat, cfg.SimRequests); err != nil {
 		return nil, err
 	}
+	// Bonferroni: each of the checks at 1 - alpha/checks, so that an
+	// honest run passes all of them with probability CrossCheckConfidence.
+	alpha := (1 - CrossCheckConfidence) / float64(3*len(rep.Policies))
 	for i, p := range rep.Policies {
 		sorted := p.sortedWithFailures()
 		s := rep.Simulated[i]
 		rep.CrossCheck = append(rep.CrossCheck,
-			crossCheck(p.Policy, 0.5, sorted, s.P50Ms),
-			crossCheck(p.Policy, 0.9, sorted, s.P90Ms),
-			crossCheck(p.Policy, 0.99, sorted, s.P99Ms))
+			crossCheck(p.Policy, 0.5, sorted, s.P50Ms, alpha),
+			crossCheck(p.Policy, 0.9, sorted, s.P90Ms, alpha),
+			crossCheck(p.Policy, 0.99, sorted, s.P99Ms, alpha))
 	}
 	if cfg.Progress != nil {
 		cfg.Progress(len(specs)+1, len(specs)+1)
@@ -273,7 +289,9 @@ func runFanoutPolicy(ctx context.Context, f *fanout.Fanout, client *http.Client,
 	outs := Generate(ctx, load, func(ctx context.Context, i int) error {
 		res, err := fanout.Do(ctx, f, func(ctx context.Context, shard int, a hedge.Attempt) (struct{}, error) {
 			attempts.Add(1)
-			return struct{}{}, readValue(ctx, client, urls[shard][a.Target]+"/item?id="+strconv.Itoa(i))
+			// The id names the request and the shard, so that two shards
+			// whose replicas share a server draw independently there.
+			return struct{}{}, readValue(ctx, client, urls[shard][a.Target]+"/item?id="+strconv.Itoa(i*len(urls)+shard))
 		})
 		if res != nil {
 			partial[i] = res.Partial
@@ -289,8 +307,12 @@ func runFanoutPolicy(ctx context.Context, f *fanout.Fanout, client *http.Client,
 	}
 	fp := FanoutPolicy{Summary: Summarize(outs, elapsed), latencies: LatenciesMs(outs)}
 	shardRequests := load.Requests * len(urls)
-	fp.Work = workBetween(before, sumStats(fixtures), attempts.Load(), shardRequests)
-	fp.ExtraAttemptsPct = round2(100 * (fp.Work.PerRequest - 1))
+	after := sumStats(fixtures)
+	fp.Work = workBetween(before, after, attempts.Load(), shardRequests)
+	// Hedges the fixtures received, per shard request. Not Started - 1:
+	// a good-enough answer cancels the shards it no longer needs, some
+	// before they reach a fixture, which would net out against hedges.
+	fp.ExtraAttemptsPct = round2(100 * float64(after.Hedges-before.Hedges) / float64(shardRequests))
 	n := 0
 	for i, p := range partial {
 		if p && outs[i].Err == nil {
@@ -343,8 +365,8 @@ func (r *FanoutReport) Section() report.Section {
 
 func (r *FanoutReport) crossCheckTable() report.Table {
 	t := report.Table{
-		Title: fmt.Sprintf("Cross-check with %d simulated requests per policy: agreement means the simulated quantile lies within the loopback sample's %.0f%% confidence interval, widened by %d ms + %.0f%%",
-			r.simRequests(), 100*CrossCheckConfidence, CrossCheckSlackMs, 100*CrossCheckSlackFraction),
+		Title: fmt.Sprintf("Cross-check with %d simulated requests per policy: agreement means the simulated quantile lies within the loopback sample's distribution-free confidence interval (%.0f%% for all %d checks together), widened by %d ms + %.0f%%",
+			r.simRequests(), 100*CrossCheckConfidence, len(r.CrossCheck), CrossCheckSlackMs, 100*CrossCheckSlackFraction),
 		Columns: []string{"policy", "quantile", "loopback ms", "simulated ms", "agreement from ms", "to ms", "agrees"},
 	}
 	bound := func(v *float64) string {

@@ -60,7 +60,7 @@ func TestCrossCheckBounds(t *testing.T) {
 		sim  float64
 		want bool
 	}{{150, true}, {low, true}, {high, true}, {low - 0.5, false}, {high + 0.5, false}} {
-		got := crossCheck("p", 0.5, x, c.sim)
+		got := crossCheck("p", 0.5, x, c.sim, 0.01)
 		if got.Agrees != c.want || got.LoopbackMs != 150 || got.LowMs == nil || got.HighMs == nil {
 			t.Errorf("sim %v: %+v, want agrees=%v", c.sim, got, c.want)
 		}
@@ -70,11 +70,11 @@ func TestCrossCheckBounds(t *testing.T) {
 	for i := 290; i < 300; i++ {
 		y[i] = math.Inf(1)
 	}
-	if c := crossCheck("p", 0.95, y, 1e6); c.HighMs != nil || !c.Agrees {
+	if c := crossCheck("p", 0.95, y, 1e6, 0.01); c.HighMs != nil || !c.Agrees {
 		t.Errorf("upper bound at a failure: %+v", c)
 	}
 	// A quantile that is a failure never agrees.
-	if c := crossCheck("p", 0.99, y, 290); c.Agrees || c.LoopbackMs != -1 {
+	if c := crossCheck("p", 0.99, y, 290, 0.01); c.Agrees || c.LoopbackMs != -1 {
 		t.Errorf("failed quantile: %+v", c)
 	}
 }
@@ -168,6 +168,7 @@ func TestSimulateRefusesBadConfigs(t *testing.T) {
 		{FanoutConfig{}, SimulateOptions{Table1Fanout: maxSimFanout + 1}},
 		{FanoutConfig{}, SimulateOptions{ArithmeticFanouts: []int{0}}},
 		{FanoutConfig{}, SimulateOptions{SharedSpread: 10}},
+		{FanoutConfig{}, SimulateOptions{SharedSpread: math.NaN()}},
 		{FanoutConfig{Model: SlowIDs{IDs: []uint64{1}}}, SimulateOptions{}},
 	} {
 		if _, err := SimulateFanout(ctx, c.cfg, c.opts); err == nil {
@@ -220,10 +221,18 @@ func TestRunFanoutSmall(t *testing.T) {
 		if p.Policy != rep.Simulated[i].Policy || p.Requests != 20 || p.Succeeded != 20 {
 			t.Errorf("policy %d: %+v against %+v", i, p, rep.Simulated[i])
 		}
-		// Every shard request is a client attempt; hedges add more. An
+		// Waiting for all, every shard request is a client attempt;
+		// good enough, at least Need per request. Hedges add more. An
 		// attempt cancelled before it was written may not reach a fixture.
-		if w := p.Work; w.ClientAttempts < 80 || w.Unreconciled < 0 || w.Started > w.ClientAttempts {
+		least := int64(80)
+		if i >= 2 {
+			least = 60
+		}
+		if w := p.Work; w.ClientAttempts < least || w.Unreconciled < 0 || w.Started > w.ClientAttempts {
 			t.Errorf("%s: work %+v", p.Policy, w)
+		}
+		if p.ExtraAttemptsPct < 0 || (i%2 == 0 && p.ExtraAttemptsPct != 0) {
+			t.Errorf("%s: extra attempts %v%%", p.Policy, p.ExtraAttemptsPct)
 		}
 	}
 	if rep.Policies[0].PartialShare != 0 || rep.Policies[0].ExtraAttemptsPct != 0 || rep.Policies[2].PartialShare == 0 {
@@ -251,5 +260,40 @@ func TestRunBigtableSmall(t *testing.T) {
 	}
 	if rep.Paper.P999BeforeMs != 1800 {
 		t.Errorf("paper %+v", rep.Paper)
+	}
+}
+
+// The per-shard quantiles meet a stalls model at random phases, as the
+// simulator and independent servers do, not always inside a stall.
+func TestModelQuantilesAtRandomPhases(t *testing.T) {
+	x := modelQuantiles(Stalls{Every: 100 * time.Millisecond, For: 10 * time.Millisecond, Base: Constant(time.Millisecond)}, 10_000, 1)
+	if p50 := rankF(x, 0.5); p50 != 1 {
+		t.Errorf("p50 %v ms, want 1 (most arrivals miss the stall)", p50)
+	}
+	if p95 := rankF(x, 0.95); p95 <= 1 || p95 > 11 {
+		t.Errorf("p95 %v ms, want within a stall (1, 11]", p95)
+	}
+}
+
+// A good-enough answer cancels shards it no longer needs, some before they
+// reach a fixture; the extra attempts count hedges only, never negative.
+func TestFanoutExtraAttemptsCountHedges(t *testing.T) {
+	rep, err := RunFanout(context.Background(), FanoutConfig{Shards: 12, Need: 1, Requests: 10, Rate: 200, SimRequests: 1000,
+		Model: Lognormal{P50: time.Millisecond, P99: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Policies {
+		if p.ExtraAttemptsPct < 0 || (!strings.Contains(p.Policy, "hedging") && p.ExtraAttemptsPct != 0) {
+			t.Errorf("%s: extra attempts %v%%, work %+v", p.Policy, p.ExtraAttemptsPct, p.Work)
+		}
+	}
+}
+
+func TestRunFanoutRefusesWhatLoopbackCannotHold(t *testing.T) {
+	for _, cfg := range []FanoutConfig{{Shards: MaxLoopbackShards + 1}, {Requests: MaxLoopbackRequests + 1}} {
+		if _, err := RunFanout(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "simulate") {
+			t.Errorf("%+v: %v", cfg, err)
+		}
 	}
 }

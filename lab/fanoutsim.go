@@ -66,7 +66,7 @@ func SimulateFanout(ctx context.Context, cfg FanoutConfig, opts SimulateOptions)
 			return nil, fmt.Errorf("lab: simulated fan-out %d is outside [1, %d]", n, maxSimFanout)
 		}
 	}
-	if opts.SharedSpread > maxSharedSpread {
+	if !(opts.SharedSpread <= maxSharedSpread) { // NaN too
 		return nil, fmt.Errorf("lab: shared spread %v is above %v", opts.SharedSpread, maxSharedSpread)
 	}
 	cfg, sample, err := cfg.withDefaults()

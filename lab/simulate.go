@@ -128,8 +128,11 @@ func simulatePolicies(cfg FanoutConfig, lat sim.Latency, requests int) ([]Simula
 
 // The cross-check's tolerance: a simulated quantile agrees with a loopback
 // run when it lies within the loopback sample's distribution-free
-// CrossCheckConfidence interval for that quantile, widened by
-// CrossCheckSlackMs plus CrossCheckSlackFraction of its bounds. The slack
+// confidence interval for that quantile, widened by CrossCheckSlackMs plus
+// CrossCheckSlackFraction of its bounds. The intervals of a run's checks
+// hold together with probability CrossCheckConfidence (each at
+// 1 - (1 - CrossCheckConfidence)/checks, Bonferroni), so an honest run
+// shows a disagreement at most 1% of the time. The slack
 // is for what loopback adds and the simulator does not model: HTTP and
 // scheduling on a shared machine, a few ms per burst of shard requests.
 const (
@@ -153,8 +156,9 @@ type CrossCheck struct {
 }
 
 // crossCheck compares the q-quantile of the loopback latencies (sorted,
-// failures as +Inf at the end) with the simulated value.
-func crossCheck(policy string, q float64, sorted []float64, simulated float64) CrossCheck {
+// failures as +Inf at the end) with the simulated value, using a
+// confidence interval at level 1-alpha.
+func crossCheck(policy string, q float64, sorted []float64, simulated, alpha float64) CrossCheck {
 	c := CrossCheck{Policy: policy, Quantile: q, SimulatedMs: simulated}
 	n := len(sorted)
 	if n == 0 {
@@ -165,7 +169,7 @@ func crossCheck(policy string, q float64, sorted []float64, simulated float64) C
 		c.LoopbackMs = -1 // JSON has no infinity; a failed quantile never agrees
 		return c
 	}
-	lo, hi := quantileRanks(n, q, 1-CrossCheckConfidence)
+	lo, hi := quantileRanks(n, q, alpha)
 	c.Agrees = true
 	if lo >= 1 {
 		v := round2(sorted[lo-1]*(1-CrossCheckSlackFraction) - CrossCheckSlackMs)
