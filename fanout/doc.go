@@ -10,12 +10,15 @@
 // under a completion policy: every shard; at least k of N or a fraction of
 // them (a good-enough result); or whatever has arrived by a deadline. The
 // Result always says whether it is partial and which shards are missing: a
-// silent partial result would be a correctness bug. Canary requests go to
-// one or two shards first; the rest get the request only after a canary has
-// answered in time, so a query that crashes or stalls servers reaches only
-// the canaries. All the shards of a Fanout share one Hedger and so one
-// budget: a fan-out to 100 shards may send at most one burst of hedges plus
-// its earned fraction, never 100 bursts.
+// silent partial result would be a correctness bug. A deadline is carried
+// on the shards' context, so no hedge is sent that could not finish before
+// it. Canary requests go to one or two shards first; the rest get the
+// request only after every canary has answered in time, so a query that
+// crashes or stalls servers reaches only the canaries. All the shards of a
+// request send their primaries to the same replica, taking the replicas in
+// turn from one request to the next. All the shards of a Fanout share one
+// Hedger and so one budget: a fan-out to 100 shards may send at most one
+// burst of hedges plus its earned fraction, never 100 bursts.
 //
 // # The arithmetic
 //

@@ -14,25 +14,37 @@ import (
 
 // Errors a fan-out returns; the Result comes with them.
 var (
-	// ErrCanaryFailed means no canary shard answered in time: the request
-	// was not sent to the other shards, so a query that crashes or stalls
-	// servers reaches only the canaries.
+	// ErrCanaryFailed means a canary shard failed, or did not answer within
+	// CanaryTimeout (or before the Deadline): the request was not sent to
+	// the other shards, so a query that crashes or stalls servers reaches
+	// only the canaries. The Result says which canaries answered and why
+	// the others failed.
 	ErrCanaryFailed = errors.New("fanout: canary failed; not fanned out")
 	// ErrInsufficient means so many shards failed that the completion
 	// policy could no longer be met.
 	ErrInsufficient = errors.New("fanout: too many shards failed")
 )
 
+// ErrDeadline is the cause (see context.Cause) with which the shards'
+// context ends when Completion.Deadline passes. Do itself then returns a
+// partial result and no error; the sentinel lets a Call tell the fan-out's
+// deadline from its caller's.
+var ErrDeadline = errors.New("fanout: completion deadline passed")
+
 // Completion says when a fan-out is done.
 type Completion struct {
 	// Need is how many shards must answer: 0 means all of them.
 	Need int
 	// Fraction, when Need is 0 and Fraction is in (0, 1], sets Need to
-	// ceil(Fraction × shards): 0.95 waits for 95% of the shards.
+	// ceil(Fraction × shards), and to at least 1: 0.95 waits for 95% of
+	// the shards.
 	Fraction float64
 	// Deadline, when positive, ends the fan-out after that long with what
 	// has arrived, even if fewer than Need shards have answered: the
-	// result is then partial (and says which shards are missing).
+	// result is then partial (and says which shards are missing), and the
+	// error nil. The shards' context carries the deadline (its cause is
+	// ErrDeadline), so the hedging engine does not launch a hedge that has
+	// less time left than an attempt is expected to take.
 	Deadline time.Duration
 }
 
@@ -43,13 +55,27 @@ type Config struct {
 	// Replicas is the number of interchangeable replicas of each shard, so
 	// a hedge can go to a different one. Default 1 (hedges go to the same
 	// address, as behind a load balancer).
+	//
+	// Every shard of one request sends its primary to the same replica,
+	// r = i mod Replicas for the Fanout's i-th request (counting from 0),
+	// and its hedges to r+1, r+2, ... (mod Replicas): with 2 replicas,
+	// requests alternate between replica 0 and replica 1. The choice
+	// depends only on the order of the Do calls, never on scheduling, so
+	// runs are reproducible; and in a layout where each server holds
+	// replica 0 of one shard and replica 1 of another (shard s on servers
+	// s and s+N/2 of N, say), every server gets exactly one primary per
+	// request.
 	Replicas int
 	// Completion says when a request is done. The zero value waits for
 	// every shard.
 	Completion Completion
 	// Canaries is how many shards get the request first (at most 2); the
-	// rest get it only once a canary has answered acceptably within
-	// CanaryTimeout. Zero sends to every shard at once.
+	// rest get it only once every canary has answered acceptably within
+	// CanaryTimeout. If any canary fails or is late, Do returns
+	// ErrCanaryFailed and no other shard is asked; if the canaries'
+	// answers already meet Need, no other shard is asked either. The
+	// canaries move round the shards from one request to the next. Zero
+	// sends to every shard at once.
 	Canaries int
 	// CanaryTimeout bounds the wait for a canary's answer. Default 1s.
 	CanaryTimeout time.Duration
@@ -89,7 +115,9 @@ func New(cfg Config) (*Fanout, error) {
 		if math.IsNaN(c.Fraction) || c.Fraction <= 0 || c.Fraction > 1 {
 			return nil, fmt.Errorf("%w: fraction %v must be within (0, 1]", ErrInvalid, c.Fraction)
 		}
-		need = int(math.Ceil(c.Fraction*float64(cfg.Shards) - 1e-9))
+		// The 1e-9 forgives rounding (0.95 × 60 is 57.000000000000007);
+		// a tiny fraction still waits for one shard, never for none.
+		need = max(1, int(math.Ceil(c.Fraction*float64(cfg.Shards)-1e-9)))
 	case c.Need == 0:
 		need = cfg.Shards
 	}
@@ -165,26 +193,32 @@ type shardResult[T any] struct {
 // it returns as soon as Need shards have answered, when failures make Need
 // unreachable (ErrInsufficient), when the Deadline passes (a partial
 // result, no error), or when ctx ends. Shards still running are cancelled.
-// With canaries, the other shards get the request only after a canary has
-// answered (ErrCanaryFailed otherwise).
+// With canaries, the other shards get the request only after every canary
+// has answered in time (ErrCanaryFailed otherwise).
 func Do[T any](ctx context.Context, f *Fanout, call Call[T]) (*Result[T], error) {
 	n := f.cfg.Shards
 	start := time.Now()
+	// One number per request, taken here rather than in the shards'
+	// goroutines, so that the replica choice does not depend on scheduling:
+	// every shard's primary goes to replica seq mod Replicas.
+	seq := f.nextSeed.Add(1) - 1
+	replicas := uint64(f.cfg.Replicas)
+	primary := int(seq % replicas)
 	res := &Result[T]{Values: make([]T, n), Answered: make([]bool, n), Errors: make([]error, n), Need: f.need}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var deadline <-chan time.Time
+	parent := ctx
+	var cancel context.CancelFunc
 	if d := f.cfg.Completion.Deadline; d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		deadline = t.C
+		ctx, cancel = context.WithTimeoutCause(ctx, d, ErrDeadline)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
+	defer cancel()
 	results := make(chan shardResult[T], n) // never blocks a shard
 	launch := func(s int) {
 		go func() {
 			v, err := hedge.Do(ctx, f.hedger, hedge.Op[T]{
 				Targets: f.names[s],
-				First:   int(f.nextSeed.Add(1)), // spread primaries over replicas
+				First:   primary,
 				Call:    func(ctx context.Context, a hedge.Attempt) (T, error) { return call(ctx, s, a) },
 			})
 			results <- shardResult[T]{s, v, err}
@@ -210,10 +244,19 @@ func Do[T any](ctx context.Context, f *Fanout, call Call[T]) (*Result[T], error)
 		res.Values[r.shard], res.Answered[r.shard] = r.v, true
 		answered++
 	}
+	// ownDeadline reports whether ctx ended because the Deadline passed
+	// rather than because the caller's context ended.
+	ownDeadline := func() bool {
+		return parent.Err() == nil && errors.Is(context.Cause(ctx), ErrDeadline)
+	}
+	// A shard that fails once ctx has ended was cut off, not broken: its
+	// error is the fan-out's own doing and is not recorded.
+	cutOff := func(r shardResult[T]) bool { return r.err != nil && ctx.Err() != nil }
 
 	pending := make([]int, 0, n)
 	if c := f.cfg.Canaries; c > 0 {
-		first := int(f.nextSeed.Add(1) % uint64(n))
+		// The canaries go round every (shard, replica) pair in turn.
+		first := int(seq / replicas % uint64(n))
 		for i := range c {
 			s := (first + i) % n
 			res.Canaries = append(res.Canaries, s)
@@ -221,28 +264,35 @@ func Do[T any](ctx context.Context, f *Fanout, call Call[T]) (*Result[T], error)
 		}
 		canaryTimer := time.NewTimer(f.cfg.CanaryTimeout)
 		defer canaryTimer.Stop()
-	canary:
-		for answered == 0 {
+		for answered < c {
 			select {
 			case r := <-results:
+				if cutOff(r) {
+					continue // ctx.Done is ready too
+				}
 				take(r)
-				if failed == c {
-					return finish(fmt.Errorf("%w: %w", ErrCanaryFailed, r.err))
+				if r.err != nil {
+					return finish(fmt.Errorf("%w: shard %d: %w", ErrCanaryFailed, r.shard, r.err))
+				}
+				if answered >= f.need {
+					// The canaries were enough (Need 1, say): nobody else
+					// is asked.
+					return finish(nil)
 				}
 			case <-canaryTimer.C:
+				late := fmt.Errorf("fanout: canary gave no answer within %v", f.cfg.CanaryTimeout)
+				for _, s := range res.Canaries {
+					if !res.Answered[s] {
+						res.Errors[s] = late
+					}
+				}
 				return finish(fmt.Errorf("%w: no answer within %v", ErrCanaryFailed, f.cfg.CanaryTimeout))
-			case <-deadline:
-				return finish(fmt.Errorf("%w: the deadline passed first", ErrCanaryFailed))
 			case <-ctx.Done():
+				if ownDeadline() {
+					return finish(fmt.Errorf("%w: the deadline passed first", ErrCanaryFailed))
+				}
 				return finish(fmt.Errorf("fanout: %w", context.Cause(ctx)))
 			}
-			if answered > 0 {
-				break canary
-			}
-		}
-		if answered >= f.need {
-			// The canaries were enough (Need 1, say): nobody else is asked.
-			return finish(nil)
 		}
 		for i := c; i < n; i++ {
 			pending = append(pending, (first+i)%n)
@@ -261,11 +311,26 @@ func Do[T any](ctx context.Context, f *Fanout, call Call[T]) (*Result[T], error)
 		}
 		select {
 		case r := <-results:
-			take(r)
-		case <-deadline:
-			return finish(nil)
+			if !cutOff(r) {
+				take(r)
+			}
 		case <-ctx.Done():
-			return finish(fmt.Errorf("fanout: %w", context.Cause(ctx)))
+			if !ownDeadline() {
+				return finish(fmt.Errorf("fanout: %w", context.Cause(ctx)))
+			}
+			// Keep the answers that arrived with the deadline.
+			for {
+				select {
+				case r := <-results:
+					if r.err == nil {
+						take(r)
+					}
+					continue
+				default:
+				}
+				break
+			}
+			return finish(nil)
 		}
 	}
 	return finish(nil)

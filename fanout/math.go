@@ -75,14 +75,24 @@ func SlowShareGoodEnough(n, k int, p float64) (float64, error) {
 	case 1:
 		return 1, nil
 	}
-	// P(slow) = P(S > n−k) = 1 − Σ_{s=0}^{n−k} C(n,s) p^s (1−p)^(n−s),
-	// summed in log space so that large n does not overflow.
+	// P(slow) = P(S > n−k) = Σ_{s=n−k+1}^{n} C(n,s) p^s (1−p)^(n−s),
+	// the upper tail summed directly: 1 − P(S ≤ n−k) would cancel to 0
+	// when the answer is tiny. The terms are taken in log space, so that
+	// large n neither overflows nor underflows, and added relative to the
+	// largest (log-sum-exp).
 	logp, logq := math.Log(p), math.Log1p(-p)
-	fast := 0.0
-	for s := 0; s <= n-k; s++ {
-		fast += math.Exp(logChoose(n, s) + float64(s)*logp + float64(n-s)*logq)
+	logTerm := func(s int) float64 {
+		return logChoose(n, s) + float64(s)*logp + float64(n-s)*logq
 	}
-	return max(0, min(1, 1-fast)), nil
+	top := math.Inf(-1)
+	for s := n - k + 1; s <= n; s++ {
+		top = max(top, logTerm(s))
+	}
+	sum := 0.0
+	for s := n - k + 1; s <= n; s++ {
+		sum += math.Exp(logTerm(s) - top)
+	}
+	return max(0, min(1, math.Exp(top+math.Log(sum)))), nil
 }
 
 func logChoose(n, k int) float64 {
