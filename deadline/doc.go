@@ -57,7 +57,7 @@
 // Handler answers these itself; next never sees the request:
 //
 //	400 Bad Request      the header is malformed, empty, or present more than once
-//	504 Gateway Timeout  the time left is <= 0 or below Options.MinRemaining
+//	504 Gateway Timeout  the time left, capped at Options.Max, is <= 0 or below Options.MinRemaining
 //
 // Both come with a JSON body {"error": "..."}: for a 504 it says how much
 // time was left and how much is needed, for example

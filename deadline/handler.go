@@ -12,10 +12,13 @@ import (
 type Options struct {
 	// MinRemaining: a request arriving with less time than this is refused at once (the work cannot
 	// finish). Default 0: only a request with no time left (<= 0) is refused. A negative value is
-	// the same as 0.
+	// the same as 0. It applies to the time the request would get, after Max: with Max below
+	// MinRemaining every request carrying the header is refused.
 	MinRemaining time.Duration
 	// Max caps the deadline a client may ask for; 0 means no cap. A request without the header gets no
 	// deadline from this middleware (Max does not apply to it). A negative value is the same as 0.
+	// The cap applies first, then MinRemaining: a request gets min(its time, Max), and is refused
+	// if that is below MinRemaining.
 	Max time.Duration
 	// OnRefuse, when non-nil, is told about each refusal (for metrics).
 	//
@@ -27,8 +30,8 @@ type Options struct {
 }
 
 // Handler wraps next: a request carrying Header gets a context deadline now+remaining (capped by Max);
-// a malformed header is refused with 400; a request whose remaining time is below MinRemaining (or <= 0) is
-// refused with 504 Gateway Timeout and never reaches next. Refusals answer JSON {"error": "..."} that
+// a malformed header is refused with 400; a request whose remaining time, after the cap, is below
+// MinRemaining (or <= 0) is refused with 504 Gateway Timeout and never reaches next. Refusals answer JSON {"error": "..."} that
 // says how much time was left and how much is needed.
 //
 // The deadline only shortens: a context that already ends sooner (the
@@ -60,18 +63,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if floor := h.opts.MinRemaining; left <= 0 || left < floor {
+	// The cap comes first, so that the floor holds for the time the work
+	// actually gets: a request capped below MinRemaining cannot finish.
+	allowed := left
+	if h.opts.Max > 0 && allowed > h.opts.Max {
+		allowed = h.opts.Max
+	}
+	if floor := h.opts.MinRemaining; allowed <= 0 || allowed < floor {
 		need := "more than 0s"
 		if floor > 0 {
 			need = "at least " + floor.String()
 		}
-		h.refuse(w, r, http.StatusGatewayTimeout, left,
-			"deadline: "+left.String()+" left, need "+need)
+		msg := "deadline: " + left.String() + " left, need " + need
+		if allowed != left {
+			msg = "deadline: " + left.String() + " left, capped at " + allowed.String() + ", need " + need
+		}
+		h.refuse(w, r, http.StatusGatewayTimeout, left, msg)
 		return
 	}
-	if h.opts.Max > 0 && left > h.opts.Max {
-		left = h.opts.Max
-	}
+	left = allowed
 	// The clock starts on arrival: the time the request spent in transit
 	// is not subtracted, since measuring it would need the clocks that the
 	// wire format is designed not to trust. MinRemaining is the margin.

@@ -155,6 +155,49 @@ func TestHandlerRefusesTooLittleTime(t *testing.T) {
 	}
 }
 
+// Max applies before MinRemaining: the floor is for the time the work
+// gets, so a request capped below it is refused rather than admitted with
+// less time than MinRemaining says the work needs.
+func TestHandlerMaxAppliesBeforeMinRemaining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			value    string
+			min, max time.Duration
+			want     time.Duration // 0: refused
+			msg      string
+		}{
+			{"1S", 50 * time.Millisecond, 10 * time.Millisecond, 0, "deadline: 1s left, capped at 10ms, need at least 50ms"},
+			{"5m", 50 * time.Millisecond, 10 * time.Millisecond, 0, "deadline: 5ms left, need at least 50ms"},
+			{"1S", 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, ""}, // capped exactly to the floor
+			{"1S", 50 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, ""},
+			{"60m", 50 * time.Millisecond, 100 * time.Millisecond, 60 * time.Millisecond, ""},
+		} {
+			p, f := &probe{}, &refusal{}
+			r := withTimeout(tc.value)
+			w := serve(deadline.Handler(p, deadline.Options{MinRemaining: tc.min, Max: tc.max, OnRefuse: f.hook}), r)
+			if tc.want == 0 {
+				if w.Code != http.StatusGatewayTimeout || p.calls != 0 {
+					t.Errorf("%s, Max %v, MinRemaining %v: status %d, next called %d times; want 504 and never", tc.value, tc.max, tc.min, w.Code, p.calls)
+				}
+				if msg := errorBody(t, w); msg != tc.msg {
+					t.Errorf("%s: error %q, want %q", tc.value, msg, tc.msg)
+				}
+				// OnRefuse hears what the client sent, not the cap.
+				if sent, _ := deadline.Parse(tc.value); f.calls != 1 || f.remaining != sent {
+					t.Errorf("%s: OnRefuse called %d times with %v, want once with %v", tc.value, f.calls, f.remaining, sent)
+				}
+				continue
+			}
+			if w.Code != http.StatusOK || p.calls != 1 || f.calls != 0 {
+				t.Errorf("%s, Max %v, MinRemaining %v: status %d, next %d, OnRefuse %d; want admitted", tc.value, tc.max, tc.min, w.Code, p.calls, f.calls)
+			}
+			if !p.has || p.remaining != tc.want {
+				t.Errorf("%s, Max %v: next saw %v, %v left; want %v", tc.value, tc.max, p.remaining, p.has, tc.want)
+			}
+		}
+	})
+}
+
 func TestHandlerAdmitsAtMinRemaining(t *testing.T) {
 	p, f := &probe{}, &refusal{}
 	h := deadline.Handler(p, deadline.Options{MinRemaining: 5 * time.Millisecond, OnRefuse: f.hook})

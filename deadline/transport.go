@@ -20,10 +20,15 @@ type Transport struct {
 	Base http.RoundTripper // nil: http.DefaultTransport
 
 	// Slack, when positive, lets a request that already carries a value
-	// within Slack of the time left go as it is, without a copy: a caller
-	// that owns its requests (a proxy, say) can write the header itself
-	// as it builds them, and only requests sent later than that (a hedge)
-	// are rewritten. Zero rewrites every request.
+	// at most Slack below the time left go as it is, without a copy: a
+	// caller that owns its requests (a proxy, say) can write the header
+	// itself as it builds them, and only requests sent later than that (a
+	// hedge) are rewritten. A value above the time left is always
+	// rewritten, however close: the receiver must never be told more time
+	// than the sender has. So a caller writing the header ahead of sending
+	// writes its time left less Slack (Format(left - Slack)), which stays
+	// kept for as long as sending takes less than Slack. Zero rewrites
+	// every request.
 	Slack time.Duration
 }
 
@@ -57,15 +62,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.base().RoundTrip(out)
 }
 
-// current reports whether h carries exactly one well-formed value within
-// t.Slack of left.
+// current reports whether h carries exactly one well-formed value no more
+// than left and at most t.Slack below it.
 func (t *Transport) current(h http.Header, left time.Duration) bool {
 	v := h[Header]
 	if len(v) != 1 {
 		return false
 	}
 	d, err := Parse(v[0])
-	return err == nil && d-left <= t.Slack && left-d <= t.Slack
+	return err == nil && d <= left && left-d <= t.Slack
 }
 
 // CloseIdleConnections closes the idle connections of Base if it has any,

@@ -369,10 +369,12 @@ func TestTransportSlackKeepsCurrentValue(t *testing.T) {
 			same bool // the caller's request goes as it is
 			want string
 		}{
-			{[]string{"1S"}, true, "1S"},
-			{[]string{"999500u"}, true, "999500u"}, // less than the slack short
-			{[]string{"1000900u"}, true, "1000900u"},
-			{[]string{"998m"}, false, "1000000u"}, // stale by more than the slack
+			{[]string{"1S"}, true, "1S"},              // exactly the time left
+			{[]string{"999500u"}, true, "999500u"},    // less than the slack short
+			{[]string{"999m"}, true, "999m"},          // exactly the slack short
+			{[]string{"998m"}, false, "1000000u"},     // stale by more than the slack
+			{[]string{"1000001u"}, false, "1000000u"}, // more than is left, however little
+			{[]string{"1000900u"}, false, "1000000u"},
 			{[]string{"1002m"}, false, "1000000u"},
 			{[]string{"junk"}, false, "1000000u"},
 			{[]string{"1S", "1S"}, false, "1000000u"},
@@ -386,6 +388,54 @@ func TestTransportSlackKeepsCurrentValue(t *testing.T) {
 			}
 			if !reflect.DeepEqual(req.Header[deadline.Header], tc.sent) {
 				t.Errorf("caller's header changed from %q to %q", tc.sent, req.Header[deadline.Header])
+			}
+		}
+	})
+}
+
+// Slack only ever keeps a value at or below the time left: a receiver is
+// never told more time than the sender has, even by less than the slack.
+func TestTransportSlackNeverClaimsMoreThanLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &capture{}
+		tr := &deadline.Transport{Base: base, Slack: time.Millisecond}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Written ahead of time as a proxy would, then sent later: kept
+		// while sending took less than the slack, rewritten after.
+		req := newRequest(t, ctx, nil)
+		req.Header.Set(deadline.Header, deadline.Format(time.Second-time.Millisecond))
+		for _, tc := range []struct {
+			wait time.Duration // since the previous send
+			kept bool
+		}{
+			{0, true},
+			{600 * time.Microsecond, true},
+			{400 * time.Microsecond, true}, // sent exactly Slack after it was written
+			{time.Microsecond, false},      // later: the value is more than is left
+			{5 * time.Millisecond, false},
+		} {
+			time.Sleep(tc.wait)
+			roundTrip(t, tr, req)
+			sent, err := deadline.Parse(base.req.Header.Get(deadline.Header))
+			if err != nil {
+				t.Fatal(err)
+			}
+			left, _ := deadline.Remaining(ctx)
+			if sent > left || left-sent > time.Millisecond || (base.req == req) != tc.kept {
+				t.Errorf("sent %v with %v left (kept %v, want %v): want at most the time left, within the slack", sent, left, base.req == req, tc.kept)
+			}
+		}
+		for _, over := range []string{"1000900u", "1000001u", "1001m", "2S"} {
+			req := newRequest(t, ctx, nil)
+			req.Header.Set(deadline.Header, over)
+			roundTrip(t, tr, req)
+			sent, err := deadline.Parse(base.req.Header.Get(deadline.Header))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := deadline.Remaining(ctx); sent > left {
+				t.Errorf("%s: sent %v with %v left: the receiver gets more time than the sender has", over, sent, left)
 			}
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/tailgate-dev/tailgate/deadline"
 )
 
 // cannedBackend answers at once from memory, so the benchmark measures the
@@ -35,6 +37,26 @@ func BenchmarkServeHTTP(b *testing.B) {
 	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
 	req.Header.Set("User-Agent", "wrk")
 	req.Header.Set("Accept", "*/*")
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		g.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkServeHTTPWithDeadline is BenchmarkServeHTTP for a client that
+// sends its own, shorter, deadline: the refusal check and the primary's
+// value are on the path.
+func BenchmarkServeHTTPWithDeadline(b *testing.B) {
+	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
+	req.Header.Set("User-Agent", "wrk")
+	req.Header.Set("Accept", "*/*")
+	req.Header.Set(deadline.Header, "250m")
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

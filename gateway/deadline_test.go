@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/deadline"
@@ -149,9 +153,10 @@ func TestClientDeadlineRefusals(t *testing.T) {
 			t.Fatalf("warm-up: %d", resp.StatusCode)
 		}
 	}
-	for end := time.Now().Add(5 * time.Second); g.Hedger().Stats().Expected < 30*time.Millisecond; {
+	// The gateway's own copy of the expected latency, which the check reads.
+	for end := time.Now().Add(5 * time.Second); g.expectedLatency(time.Now()) < 30*time.Millisecond; {
 		if time.Now().After(end) {
-			t.Fatalf("expected latency %v after warm-up", g.Hedger().Stats().Expected)
+			t.Fatalf("expected latency %v after warm-up", g.expectedLatency(time.Now()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -170,4 +175,170 @@ func TestClientDeadlineRefusals(t *testing.T) {
 	if n := counterValue(t, g, "tailgate_rejections_total", "reason", rejectDeadline); n != 4 {
 		t.Errorf("deadline refusals counted %v, want 4", n)
 	}
+}
+
+// recordingBase answers 200 "ok" from memory (after delay, for paths
+// starting /slow) and records, for each attempt, the Tailgate-Timeout it
+// carries and the time its context has left as the replica would get it.
+type recordingBase struct {
+	delay time.Duration
+	mu    sync.Mutex
+	sent  []time.Duration
+	left  []time.Duration
+}
+
+func (b *recordingBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	left, _ := deadline.Remaining(r.Context())
+	sent, _, err := deadline.FromHeader(r.Header)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.sent, b.left = append(b.sent, sent), append(b.left, left)
+	b.mu.Unlock()
+	if strings.HasPrefix(r.URL.Opaque, "/slow") {
+		select {
+		case <-time.After(b.delay):
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+}
+
+func (b *recordingBase) last() (sent, left time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sent[len(b.sent)-1], b.left[len(b.left)-1]
+}
+
+// lagObserver holds up the launch of each primary by lag, so that the
+// attempt leaves that long after the gateway wrote its Tailgate-Timeout.
+type lagObserver struct{ lag time.Duration }
+
+func (o *lagObserver) Observe(e hedge.Event) {
+	if e.Kind == hedge.EventLaunch && e.Attempt.Index == 0 && o.lag > 0 {
+		time.Sleep(o.lag)
+	}
+}
+
+// serveInMemory sends one GET for path through g, with the Tailgate-Timeout
+// value if any, and returns the recorder.
+func serveInMemory(g *Gateway, path, value string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	if value != "" {
+		r.Header.Set(deadline.Header, value)
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	return w
+}
+
+// The primary is told at most the time the gateway has left when it is
+// sent, and no more than a millisecond (the slack that lets the gateway
+// write the value as it builds the request) less: whether it leaves at
+// once or later, with or without a client deadline. Time only moves in the
+// bubble when the launch is held up, so the lag is exact.
+func TestPrimaryNeverClaimsMoreThanLeft(t *testing.T) {
+	for _, value := range []string{"", "300m", "1500000u", "10S", "60S", "2m", "1m"} {
+		for _, lag := range []time.Duration{0, 500 * time.Microsecond, time.Millisecond, 3 * time.Millisecond} {
+			synctest.Test(t, func(t *testing.T) {
+				base, obs := &recordingBase{}, &lagObserver{lag: lag}
+				g, err := New(Config{Backends: []string{"http://127.0.0.1:1"}, Base: base, Timeout: 10 * time.Second,
+					Policy: hedge.Policy{MaxAttempts: 1, Observer: obs}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Close()
+				budget := 10 * time.Second
+				if d, err := deadline.Parse(value); err == nil {
+					budget = min(budget, d)
+				}
+				if w := serveInMemory(g, "/x", value); w.Code != 200 {
+					if budget <= lag && w.Code == http.StatusGatewayTimeout {
+						return // the deadline passed before the primary was sent
+					}
+					t.Fatalf("%q, lag %v: status %d %s", value, lag, w.Code, w.Body)
+				}
+				sent, left := base.last()
+				if left != budget-lag {
+					t.Errorf("%q, lag %v: the primary had %v left, want %v", value, lag, left, budget-lag)
+				}
+				if sent > left || left-sent > time.Millisecond {
+					t.Errorf("%q, lag %v: the primary was told %v with %v left; want at most the time left, within 1ms", value, lag, sent, left)
+				}
+			})
+		}
+	}
+}
+
+// A client deadline is refused on the replicas' account only once their
+// latency is known (not "replicas need about 0s"), and never when the
+// policy ignores deadlines; no time at all is always refused.
+func TestDeadlineRefusalNeedsKnownLatency(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			base := &recordingBase{delay: 40 * time.Millisecond}
+			g, err := New(Config{Backends: []string{"http://127.0.0.1:1"}, Base: base,
+				Policy: hedge.Policy{MaxAttempts: 1, IgnoreDeadline: ignore}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			// Nothing known yet: a short deadline is tried, none is refused.
+			if w := serveInMemory(g, "/x", "2m"); w.Code != 200 {
+				t.Fatalf("ignore %v, nothing known: status %d %s", ignore, w.Code, w.Body)
+			}
+			if w := serveInMemory(g, "/x", "0n"); w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), "0s left, need more than 0s") {
+				t.Errorf("ignore %v, 0n: status %d %s", ignore, w.Code, w.Body)
+			}
+			for range 5 {
+				if w := serveInMemory(g, "/slow", ""); w.Code != 200 {
+					t.Fatalf("warm-up: status %d %s", w.Code, w.Body)
+				}
+			}
+			time.Sleep(time.Second) // past the engine's refresh and the gateway's copy
+			if need := g.expectedLatency(time.Now()); need < 30*time.Millisecond {
+				t.Fatalf("expected latency %v after the warm-up, want about 40ms", need)
+			}
+			w := serveInMemory(g, "/x", "5m")
+			switch {
+			case ignore && w.Code != 200:
+				t.Errorf("IgnoreDeadline: status %d %s, want the request tried", w.Code, w.Body)
+			case !ignore && (w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), "5ms left, replicas need about")):
+				t.Errorf("status %d %s, want 504 refusal", w.Code, w.Body)
+			}
+			refused := 2
+			if ignore {
+				refused = 1
+			}
+			if n := counterValue(t, g, "tailgate_rejections_total", "reason", rejectDeadline); n != float64(refused) {
+				t.Errorf("ignore %v: deadline refusals counted %v, want %d", ignore, n, refused)
+			}
+		})
+	}
+}
+
+// The client's deadline counts from the request's arrival: the time
+// before the engine runs is not given back.
+func TestClientDeadlineAnchoredAtArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &recordingBase{}
+		g, err := New(Config{Backends: []string{"http://127.0.0.1:1"}, Base: base, Policy: hedge.Policy{MaxAttempts: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		r.Header.Set(deadline.Header, "300m")
+		start := time.Now()
+		time.Sleep(100 * time.Millisecond) // the request waited before serve ran
+		w := httptest.NewRecorder()
+		if code := g.serve(w, r, start); code != 200 {
+			t.Fatalf("status %d %s", code, w.Body)
+		}
+		if sent, left := base.last(); left != 200*time.Millisecond || sent > left {
+			t.Errorf("primary told %v with %v left; want 200ms left, counted from arrival", sent, left)
+		}
+	})
 }

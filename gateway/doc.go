@@ -19,11 +19,14 @@
 //
 // Deadlines propagate as remaining time (package deadline): a request
 // carrying a Tailgate-Timeout header is served within the shorter of that
-// and the gateway's Timeout; one whose time cannot cover the replicas'
-// median latency (or is already up) is refused at once with 504, one whose
-// header is malformed with 400. Every attempt sent to a replica carries
-// the time left as it is sent, so replicas can stop work nobody will read,
-// and the engine sends no hedge that the time left could not cover.
+// (counted from its arrival) and the gateway's Timeout; one whose time is
+// already up, or cannot cover the replicas' median latency once that is
+// known (unless the Policy sets IgnoreDeadline), is refused at once with
+// 504, one whose header is malformed with 400. Every attempt sent to a
+// replica carries at most the time left as it is sent (the primary's value
+// is written up to a millisecond short), so replicas can stop work nobody
+// will read, and the engine sends no hedge that the time left could not
+// cover.
 //
 // Admin returns the admin handler for a separate listener: /healthz,
 // /readyz, /metrics (Prometheus) and /debug/replicas.

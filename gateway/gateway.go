@@ -34,10 +34,42 @@ type Gateway struct {
 	log       *slog.Logger
 	exchanges sync.Pool // *exchange
 
-	// timeout bounds each request (the engine's); timeoutValue is it as a
-	// Tailgate-Timeout value, ready for requests without a shorter one.
+	// timeout bounds each request (the engine's); timeoutValue is the
+	// primary's Tailgate-Timeout for requests without a shorter deadline
+	// (see stamp), formatted once.
 	timeout      time.Duration
 	timeoutValue []string
+
+	// The deadline check's view of the replicas' expected latency: a copy
+	// of Hedger.Stats().Expected, read at most every expectedEvery, since
+	// Stats also sums the gate's window and reads the budget. Times are
+	// nanoseconds since epoch, on the monotonic clock. checkExpected is
+	// false when the Policy ignores deadlines.
+	epoch         time.Time
+	expectedNext  atomic.Int64
+	expected      atomic.Int64
+	checkExpected bool
+}
+
+// stampSlack is the deadline Transport's Slack: the primary's
+// Tailgate-Timeout is written as serve builds the request (see stamp),
+// and is sent as it is when the attempt leaves within stampSlack.
+const stampSlack = time.Millisecond
+
+// expectedEvery bounds how stale the gateway's copy of the expected
+// attempt latency is, on top of the engine's own refresh.
+const expectedEvery = 10 * time.Millisecond
+
+// stamp returns the Tailgate-Timeout value for a primary with d left as
+// serve builds it: d less stampSlack, so that the value is never more than
+// the time left when the attempt is sent, and the deadline Transport sends
+// it as it is (no copy) when that happens within stampSlack. Nil when d is
+// no more than the slack: the Transport then writes the value itself.
+func stamp(d time.Duration) []string {
+	if d <= stampSlack {
+		return nil
+	}
+	return []string{deadline.Format(d - stampSlack)}
 }
 
 // New validates cfg and returns a Gateway.
@@ -46,7 +78,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, epoch: time.Now()}
 	g.requests.max = int64(cfg.MaxInFlightRequests)
 	g.attempts.max = int64(cfg.MaxInFlightAttempts)
 	g.metrics = newMetrics(g)
@@ -55,10 +87,11 @@ func New(cfg Config) (*Gateway, error) {
 	if policy.Timeout == 0 {
 		policy.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
 	}
-	g.timeout, g.timeoutValue = policy.Timeout, []string{deadline.Format(policy.Timeout)}
+	g.timeout, g.timeoutValue = policy.Timeout, stamp(policy.Timeout)
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	g.checkExpected = !g.hedger.Policy().IgnoreDeadline
 	g.base = cfg.Base
 	if g.base == nil {
 		g.base = newBase(cfg)
@@ -66,10 +99,10 @@ func New(cfg Config) (*Gateway, error) {
 	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
 		// Each attempt tells its replica how long it has left, as of when
 		// it is sent: a hedge launched later claims less than the primary.
-		// serve writes the primary's value as it builds the request, so
-		// only a request sent more than a millisecond later is copied to
-		// be rewritten.
-		Base:         &deadline.Transport{Base: g.base, Slack: time.Millisecond},
+		// serve writes the primary's value, stampSlack short of the time
+		// left, as it builds the request, so only a request sent more than
+		// stampSlack later is copied to be rewritten.
+		Base:         &deadline.Transport{Base: g.base, Slack: stampSlack},
 		Hedger:       g.hedger,
 		Targets:      cfg.Backends,
 		MaxBodyBytes: cfg.MaxResponseBytes,
@@ -100,7 +133,7 @@ func (g *Gateway) Replicas() *replica.Set { return g.set }
 // ServeHTTP proxies one read.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	code := g.serve(w, r)
+	code := g.serve(w, r, start)
 	g.metrics.observeRequest(code, time.Since(start))
 	if code == 0 {
 		// Nothing was written (the client left): never let net/http
@@ -119,9 +152,19 @@ const (
 	rejectDeadline = "deadline"
 )
 
-// serve handles r and returns the status written, or 0 when the client left
-// before an answer.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
+// expectedLatency returns the replicas' expected attempt latency (0 while
+// unknown) as of now, from a copy refreshed at most every expectedEvery.
+func (g *Gateway) expectedLatency(now time.Time) time.Duration {
+	n := int64(now.Sub(g.epoch))
+	if next := g.expectedNext.Load(); n >= next && g.expectedNext.CompareAndSwap(next, n+int64(expectedEvery)) {
+		g.expected.Store(int64(g.hedger.Stats().Expected))
+	}
+	return time.Duration(g.expected.Load())
+}
+
+// serve handles r, which arrived at start, and returns the status written,
+// or 0 when the client left before an answer.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) int {
 	if !g.requests.tryAcquire() {
 		g.metrics.reject(rejectRequests)
 		w.Header().Set("Retry-After", "1")
@@ -156,13 +199,26 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 			g.metrics.reject(rejectDeadline)
 			return writeError(w, http.StatusBadRequest, err.Error())
 		}
-		if need := g.hedger.Stats().Expected; d <= 0 || d < need {
+		if d <= 0 {
 			g.metrics.reject(rejectDeadline)
-			return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
+			return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
 		}
-		if d < budget {
-			budget, budgetValue = d, []string{deadline.Format(d)}
-			ctx, cancel := context.WithTimeout(client, d)
+		// While nothing is known of the replicas (0), nothing is refused
+		// on their account; nor when the policy ignores deadlines.
+		if g.checkExpected {
+			if need := g.expectedLatency(start); need > 0 && d < need {
+				g.metrics.reject(rejectDeadline)
+				return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
+			}
+		}
+		if d <= budget {
+			if d < budget {
+				budgetValue = stamp(d)
+			}
+			budget = d
+			// The client's clock started when its request arrived: the
+			// time spent here before the engine runs counts against it.
+			ctx, cancel := context.WithDeadline(client, start.Add(d))
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
@@ -181,7 +237,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) int {
 	*out = *r
 	out.URL = x.target(r)
 	out.Header = forwardedHeaders(r)
-	out.Header[deadline.Header] = budgetValue // the time left, as the primary is sent
+	if budgetValue != nil {
+		out.Header[deadline.Header] = budgetValue // at most the time left as the primary is sent
+	} else {
+		delete(out.Header, deadline.Header) // the client's, if any: the Transport writes ours
+	}
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = http.NoBody
