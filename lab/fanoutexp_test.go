@@ -297,3 +297,18 @@ func TestRunFanoutRefusesWhatLoopbackCannotHold(t *testing.T) {
 		}
 	}
 }
+
+// Per-shard hedges are marked on the wire, so the fixtures count them:
+// with every shard slower than the hedge delay, the budget's burst alone
+// sends some.
+func TestFanoutHedgesReachFixturesMarked(t *testing.T) {
+	rep, err := RunFanout(context.Background(), FanoutConfig{Shards: 4, Need: 3, Requests: 5, Rate: 100, SimRequests: 1000,
+		Model: Constant(20 * time.Millisecond), HedgeDelay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hedged := rep.Policies[1]
+	if hedged.ExtraAttemptsPct <= 0 || hedged.Work.ClientAttempts <= 20 {
+		t.Errorf("%s: extra %v%%, work %+v", hedged.Policy, hedged.ExtraAttemptsPct, hedged.Work)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,6 +156,12 @@ func readValue(ctx context.Context, client *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	// A hedge made by hedge.Do (the fan-out's per-shard hedging) is marked
+	// as hedge.Transport marks its own, so fixtures count and may
+	// deprioritise it.
+	if a, ok := hedge.AttemptFrom(ctx); ok && a.IsHedge() {
+		req.Header.Set(hedge.HedgeHeader, strconv.Itoa(a.Index))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
