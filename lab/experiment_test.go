@@ -254,3 +254,19 @@ func TestSweepAndOverloadRun(t *testing.T) {
 		t.Errorf("HTML with %d plots: %v", bytes.Count(buf.Bytes(), []byte("<svg")), err)
 	}
 }
+
+// With HedgePriority a fourth condition runs unbounded hedging against
+// replicas that queue hedges last; its own fixtures receive its hedges.
+func TestOverloadWithHedgePriority(t *testing.T) {
+	ov, err := RunOverload(context.Background(), OverloadConfig{Loads: []float64{1.5}, Duration: 300 * time.Millisecond, HedgePriority: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ov.Points) != 4 || ov.Points[3].Condition != HedgingUnboundedLow {
+		t.Fatalf("points %+v", ov.Points)
+	}
+	low, fifo := ov.Points[3], ov.Points[2]
+	if low.Arrivals != fifo.Arrivals || low.Hedges == 0 || low.Work.Started < int64(low.Arrivals) {
+		t.Errorf("queued-last point %+v against %+v", low, fifo)
+	}
+}

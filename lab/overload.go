@@ -40,6 +40,11 @@ type OverloadConfig struct {
 	// the conditions at one load share them, so they are compared on the
 	// same arrivals.
 	Seed uint64
+	// HedgePriority adds a fourth condition: unbounded hedging against
+	// fixtures that serve queued hedges only when no primary waits (hedge
+	// priority), to show whether that protects the primaries when hedges
+	// are plentiful.
+	HedgePriority bool
 	// Progress, when non-nil, is told as each point completes.
 	Progress func(done, total int)
 }
@@ -52,6 +57,9 @@ const (
 	NoHedging        OverloadCondition = "no hedging"
 	HedgingBounded   OverloadCondition = "hedging, budget and gate on"
 	HedgingUnbounded OverloadCondition = "hedging, budget and gate off"
+	// HedgingUnboundedLow is HedgingUnbounded against fixtures that queue
+	// hedges behind primaries (OverloadConfig.HedgePriority).
+	HedgingUnboundedLow OverloadCondition = "hedging, budget and gate off, hedges queued last"
 )
 
 // OverloadPoint is one condition at one offered load.
@@ -136,24 +144,43 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	capacity := 2 * float64(cfg.Workers) / cfg.Service.Seconds()
 	rep := &OverloadReport{Version: ReportVersion, Experiment: "overload", Capacity: capacity,
 		DelayMs: ms(cfg.Delay), DurationMs: ms(cfg.Duration), Environment: newEnvironment(cfg.Seed)}
-	var fixtures []*Fixture
-	defer func() { closeAll(fixtures) }()
-	for i := range 2 {
-		f, err := StartFixture(FixtureConfig{Name: []string{"replica-a", "replica-b"}[i], Model: Constant(cfg.Service),
-			Seed: cfg.Seed + uint64(i), Capacity: cfg.Workers, StopOnCancel: false})
-		if err != nil {
+	var all []*Fixture
+	defer func() { closeAll(all) }()
+	// pair starts the two replicas; with lowHedges, they serve queued
+	// hedges only when no primary waits.
+	pair := func(lowHedges bool) ([]*Fixture, error) {
+		var fs []*Fixture
+		for i := range 2 {
+			f, err := StartFixture(FixtureConfig{Name: []string{"replica-a", "replica-b"}[i], Model: Constant(cfg.Service),
+				Seed: cfg.Seed + uint64(i), Capacity: cfg.Workers, StopOnCancel: false, DeprioritizeHedges: lowHedges})
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, f)
+			fs = append(fs, f)
+		}
+		return fs, nil
+	}
+	fifo, err := pair(false)
+	if err != nil {
+		return nil, err
+	}
+	byCond := map[OverloadCondition][]*Fixture{NoHedging: fifo, HedgingBounded: fifo, HedgingUnbounded: fifo}
+	conds := []OverloadCondition{NoHedging, HedgingBounded, HedgingUnbounded}
+	if cfg.HedgePriority {
+		if byCond[HedgingUnboundedLow], err = pair(true); err != nil {
 			return nil, err
 		}
-		fixtures = append(fixtures, f)
+		conds = append(conds, HedgingUnboundedLow)
 	}
 	base := hedge.NewBaseTransport()
 	defer base.CloseIdleConnections()
-	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
-	conds := []OverloadCondition{NoHedging, HedgingBounded, HedgingUnbounded}
 	total, done := len(conds)*len(cfg.Loads), 0
 	for i, load := range cfg.Loads {
 		seed := pointSeed(cfg.Seed, i)
 		for _, c := range conds {
+			fixtures := byCond[c]
+			targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 			pt, err := overloadPoint(ctx, cfg, c, load*capacity, seed, base, targets, fixtures)
 			if err != nil {
 				return nil, fmt.Errorf("lab: overload %s at %.0f/s: %w", c, load*capacity, err)
@@ -175,7 +202,7 @@ func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition,
 	switch c {
 	case NoHedging:
 		p.MaxAttempts = 1
-	case HedgingUnbounded:
+	case HedgingUnbounded, HedgingUnboundedLow:
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}

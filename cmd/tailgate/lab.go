@@ -418,8 +418,9 @@ func splitList(s string) []string {
 func runLabOverload(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("lab overload", `Open-loop load from below to above two fixtures' capacity (each serves
 -workers requests at once, the rest queue), read without hedging, with
-hedging bounded by the budget and gate, and with hedging unbounded: attempts
-per read, goodput and p99 at each load.`, stderr)
+hedging bounded by the budget and gate, and with hedging unbounded, against
+FIFO replicas and (-hedge-priority) against replicas that serve queued hedges
+only when no primary waits: attempts per read, goodput and p99 at each load.`, stderr)
 	var o outputs
 	o.register(fs)
 	workers := fs.Int("workers", 2, "requests each fixture serves at once (1 to 64)")
@@ -427,6 +428,7 @@ per read, goodput and p99 at each load.`, stderr)
 	loads := fs.String("loads", "0.5,0.8,1,1.2,1.5,2", "offered loads, as multiples of capacity (each in (0, 5])")
 	duration := fs.Duration("duration", 3*time.Second, "how long each load is offered (up to 1m)")
 	delay := fs.Duration("hedge-delay", 30*time.Millisecond, "hedge delay")
+	priority := fs.Bool("hedge-priority", true, "also run unbounded hedging against replicas that queue hedges behind primaries")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -441,7 +443,7 @@ per read, goodput and p99 at each load.`, stderr)
 		return usageError(stderr, "lab overload", fmt.Errorf("-hedge-delay %v must be within (0, 1m]", *delay))
 	}
 	cfg := lab.OverloadConfig{Workers: *workers, Service: *service, Duration: *duration, Delay: *delay, Seed: o.seed,
-		Progress: progress(stderr, "overload")}
+		HedgePriority: *priority, Progress: progress(stderr, "overload")}
 	for _, s := range splitList(*loads) {
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(x > 0 && x <= 5) {
@@ -476,7 +478,8 @@ per read, goodput and p99 at each load.`, stderr)
 		DurationMs     float64 `json:"durationMs"`
 		CapacityPerSec float64 `json:"capacityPerSec"`
 		DelayMs        float64 `json:"delayMs"`
-	}{*workers, float64(*service) / 1e6, float64(*duration) / 1e6, rep.Capacity, rep.DelayMs}
+		HedgePriority  bool    `json:"hedgePriority"`
+	}{*workers, float64(*service) / 1e6, float64(*duration) / 1e6, rep.Capacity, rep.DelayMs, *priority}
 	return o.write("overload", stdout, stderr, rep, rep.Environment, config, lines...)
 }
 
