@@ -1,0 +1,287 @@
+package tied
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+)
+
+// DefaultDelay is how long a Transport waits before sending the second copy:
+// about twice a network delay inside a data centre, as in The Tail at Scale.
+const DefaultDelay = time.Millisecond
+
+// TransportConfig configures a Transport. Targets is required.
+type TransportConfig struct {
+	// Base sends each copy. Nil means hedge.NewBaseTransport().
+	Base http.RoundTripper
+
+	// Targets are the base URLs of at least two interchangeable servers
+	// running Server middleware ("http://10.0.0.1:8080", optionally with a
+	// path prefix), on different hosts or ports. Each request sends its
+	// first copy to the next target in turn and its second copy to the one
+	// after it; each copy names the other's server (its scheme and host,
+	// as the servers' Peers must list it) in PeerHeader.
+	Targets []string
+
+	// Delay is how long to wait for the first copy before sending the
+	// second; if the first has answered acceptably by then, the second is
+	// never sent. Default DefaultDelay (1ms). Negative sends both at once
+	// (in effect: 1ns apart, the engine's smallest fixed delay).
+	Delay time.Duration
+
+	// MaxBodyBytes bounds each response body, which is read in full before
+	// a winner is chosen. Default hedge.DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+
+	// Accept decides whether a complete response wins: nil means it does,
+	// an error says why not. Nil means a final status (200 or more) below
+	// 500. A response dropped for its twin (see Dropped) never wins,
+	// whatever Accept says; Accept is not asked about it. Accept may run
+	// concurrently for both copies.
+	Accept func(*http.Response) error
+
+	// SafeMethods lists methods besides GET and HEAD that may be sent
+	// twice; other requests go once, untied, to the first target. A
+	// request with a body is tied only if it has GetBody.
+	SafeMethods []string
+
+	// OnReceipt, when non-nil, receives each tied request's receipt from
+	// the hedge engine (hedge.WithReceipt works too).
+	OnReceipt func(*http.Request, hedge.Receipt)
+
+	// Observer, when non-nil, sees the engine's events, for metrics.
+	Observer hedge.Observer
+}
+
+// Transport is an http.RoundTripper that sends tied requests: two copies of
+// each request, to two different targets, each carrying the same tie
+// identity (TieHeader) and its twin's server (PeerHeader), the second one
+// Delay after the first unless the first has already answered acceptably.
+// The first acceptable answer wins; the other copy is cancelled and its body
+// closed. Meanwhile the servers' middleware (Server) cancels between
+// themselves: whichever copy starts first has the other dropped from its
+// queue, so that the work usually runs once.
+//
+// It is built on the hedge engine (hedge.Transport) with a fixed delay, two
+// attempts and no budget or gate: both copies of every request are meant to
+// be sent. The second copy carries hedge.HedgeHeader like any hedge. If the
+// first copy fails before the second is sent, the second goes at once and
+// untied (nothing is left to cancel). A tied request is not a retry,
+// though: if the copy that started fails after its twin was dropped, the
+// failure is the answer (the last answer is returned when none is
+// acceptable, as hedge.Transport does). Receipts, bounded bodies and loser
+// cancellation are the engine's. Safe for concurrent use.
+type Transport struct {
+	ht      *hedge.Transport
+	base    http.RoundTripper
+	origins []string // per target: scheme://host, what PeerHeader carries
+	safe    map[string]bool
+	accept  func(*http.Response) error
+	next    atomic.Uint64
+}
+
+// NewTransport validates cfg and returns a Transport.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	if len(cfg.Targets) < 2 {
+		return nil, fmt.Errorf("%w: tied requests need at least two targets, have %d", ErrInvalidConfig, len(cfg.Targets))
+	}
+	t := &Transport{base: cfg.Base, accept: cfg.Accept}
+	seen := make(map[string]bool, len(cfg.Targets))
+	for _, s := range cfg.Targets {
+		u, err := hedge.ParseTarget(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidConfig, s, err)
+		}
+		origin := u.Scheme + "://" + u.Host
+		if seen[origin] {
+			// Both copies on one server could not cancel each other.
+			return nil, fmt.Errorf("%w: target %q: another target is on the same server %s", ErrInvalidConfig, s, origin)
+		}
+		seen[origin] = true
+		t.origins = append(t.origins, origin)
+	}
+	for _, m := range cfg.SafeMethods {
+		if t.safe == nil {
+			t.safe = make(map[string]bool)
+		}
+		t.safe[m] = true // hedge.NewTransport checks the spelling
+	}
+	delay := cfg.Delay
+	switch {
+	case delay == 0:
+		delay = DefaultDelay
+	case delay < 0:
+		delay = time.Nanosecond // at once, in effect
+	}
+	// Every request earns a whole credit and spends at most one, from a
+	// reserve no concurrency can drain: no budget in effect.
+	budget, err := hedge.NewBudget(1, 1e9)
+	if err != nil {
+		return nil, err
+	}
+	h, err := hedge.New(hedge.Policy{
+		Delay:          delay,
+		MaxAttempts:    2,
+		Budget:         budget,
+		Gate:           hedge.Gate{Disabled: true},
+		IgnoreDeadline: true,
+		Observer:       cfg.Observer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if t.base == nil {
+		t.base = hedge.NewBaseTransport()
+	}
+	t.ht, err = hedge.NewTransport(hedge.TransportConfig{
+		Base:         tieBase{t.base},
+		Hedger:       h,
+		Targets:      cfg.Targets,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Accept:       t.acceptResponse,
+		SafeMethods:  cfg.SafeMethods,
+		OnReceipt:    cfg.OnReceipt,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return t, nil
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil || !t.tieable(req) {
+		return t.ht.RoundTrip(req) // sent once, untied (tieBase strips stray tie headers)
+	}
+	n := uint64(len(t.origins))
+	first := int((t.next.Add(1) - 1) % n)
+	p := &pair{id: NewTie(), targets: [2]int{first, (first + 1) % int(n)}}
+	p.peers = [2]string{t.origins[p.targets[1]], t.origins[p.targets[0]]}
+	r := req.WithContext(context.WithValue(req.Context(), pairKey{}, p))
+	resp, err := t.ht.RoundTripWith(r, p)
+	if resp != nil {
+		resp.Request = req
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes the idle connections of Base, if it has such
+// a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// Hedger returns the engine's Hedger, for its Stats.
+func (t *Transport) Hedger() *hedge.Hedger { return t.ht.Hedger() }
+
+// tieable reports whether req may be sent twice, as hedge.Transport decides.
+func (t *Transport) tieable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead:
+	default:
+		if !t.safe[req.Method] {
+			return false
+		}
+	}
+	if len(req.Header["Upgrade"]) > 0 || headerHasToken(req.Header["Connection"], "upgrade") {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+func headerHasToken(vals []string, token string) bool {
+	for _, v := range vals {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (t *Transport) acceptResponse(resp *http.Response) error {
+	if Dropped(resp) {
+		return errDropped
+	}
+	if t.accept != nil {
+		return t.accept(resp)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 500 {
+		return statusError(resp.StatusCode)
+	}
+	return nil
+}
+
+type statusError int
+
+func (s statusError) Error() string { return "tied: status " + strconv.Itoa(int(s)) }
+
+// pair is one tied request: its identity, the targets of its two copies and
+// what each copy names as its peer. It steers the engine (hedge.RequestHooks)
+// and travels in the request's context to tieBase.
+type pair struct {
+	id      string
+	targets [2]int    // of the first and second copy
+	peers   [2]string // PeerHeader of the first and second copy
+	// picked[i]: the engine picked copy i's target, so requests with
+	// attempt i in their context are this pair's (and not, say, a pass-
+	// through request made under an outer hedge.Do's attempt). Written
+	// under the engine's lock before the copy starts.
+	picked [2]bool
+}
+
+type pairKey struct{}
+
+// Pick implements hedge.RequestHooks.
+func (p *pair) Pick(a hedge.Attempt, used []int) (int, bool) {
+	if a.Index > 1 {
+		return 0, false
+	}
+	p.picked[a.Index] = true
+	return p.targets[a.Index], true
+}
+
+// Admit implements hedge.RequestHooks.
+func (p *pair) Admit(hedge.Attempt) bool { return true }
+
+// Done implements hedge.RequestHooks.
+func (p *pair) Done(hedge.Attempt, *http.Response, error, time.Duration) {}
+
+// tieBase is the engine's base transport: it stamps each copy with its tie
+// headers (the engine has no per-attempt header hook), on a copy of the
+// request, and sends it with the caller's base.
+type tieBase struct{ base http.RoundTripper }
+
+func (b tieBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	p, _ := ctx.Value(pairKey{}).(*pair)
+	a, ok := hedge.AttemptFrom(ctx)
+	tied := p != nil && ok && a.Index < 2 && p.picked[a.Index] &&
+		// A copy sent because the first failed has nothing to cancel.
+		a.Trigger != hedge.TriggerFailure
+	if !tied && len(req.Header[TieHeader]) == 0 && len(req.Header[PeerHeader]) == 0 {
+		return b.base.RoundTrip(req)
+	}
+	out := req.WithContext(ctx)
+	out.Header = req.Header.Clone()
+	if out.Header == nil {
+		out.Header = make(http.Header, 2)
+	}
+	if tied {
+		out.Header[TieHeader] = []string{p.id}
+		out.Header[PeerHeader] = []string{p.peers[a.Index]}
+	} else {
+		delete(out.Header, TieHeader)
+		delete(out.Header, PeerHeader)
+	}
+	return b.base.RoundTrip(out)
+}
