@@ -149,12 +149,29 @@ func TestCompareExternalMisbehaving(t *testing.T) {
 	if rep.Baseline.Succeeded != 0 || rep.Baseline.Failed != 10 || !strings.Contains(rep.Baseline.FirstError, "no non-empty value") {
 		t.Errorf("baseline against a bad endpoint: %+v", rep.Baseline)
 	}
-	if rep.Hedged.Succeeded != 10 || rep.Hedged.Refused != 10 {
+	// The bad primary answers at once and is refused, which launches the
+	// hedge; on a loaded machine the hedge's delay may fire first and the
+	// secondary win before the primary's answer is read (the primary is
+	// then cancelled, not refused). Either way the good secondary wins.
+	if rep.Hedged.Succeeded != 10 || rep.Hedged.Refused < 1 || rep.Hedged.Refused > 10 {
 		t.Errorf("hedged: %+v: the bad primary's answers are refused and the good secondary wins", rep.Hedged)
 	}
-	r := rep.Receipts.Hedged[0]
-	if r.Attempts[0].Fate != hedge.FateRejected || !strings.Contains(r.Attempts[0].Error, "no non-empty value") || r.WinnerAttempt != 1 {
-		t.Errorf("receipt %+v", r)
+	refused := 0
+	for _, r := range rep.Receipts.Hedged {
+		switch f := r.Attempts[0].Fate; {
+		case r.WinnerAttempt != 1:
+			t.Errorf("receipt %+v: the bad primary won", r)
+		case f == hedge.FateRejected:
+			refused++
+			if !strings.Contains(r.Attempts[0].Error, "no non-empty value") {
+				t.Errorf("receipt %+v: refusal without its reason", r)
+			}
+		case f != hedge.FateCanceled && f != hedge.FateLate && f != hedge.FateUnobserved:
+			t.Errorf("receipt %+v: primary fate %v", r, f)
+		}
+	}
+	if refused != rep.Hedged.Refused {
+		t.Errorf("%d receipts show a refusal, the side counts %d", refused, rep.Hedged.Refused)
 	}
 }
 
