@@ -59,6 +59,13 @@ type FixtureConfig struct {
 	// DeprioritizeHedges serves queued hedge attempts (Tailgate-Hedge header) only when no primary waits.
 	// Each class is served in FIFO order; the queue limit counts both.
 	DeprioritizeHedges bool
+	// Middleware, when non-nil, wraps the fixture's handler (its reads and
+	// /stats) once, as the fixture starts: the listener serves what it
+	// returns, which must not be nil. It puts server-side layers in front
+	// of the fixture, such as a tied.Server's queue; leave Capacity at 0
+	// then, so that the fixture adds no queue of its own. The counters,
+	// Settle and Close see only the requests the middleware passes on.
+	Middleware func(http.Handler) http.Handler
 }
 
 // defaultQueueLimit is FixtureConfig.QueueLimit's default.
@@ -170,6 +177,12 @@ func StartFixture(cfg FixtureConfig) (*Fixture, error) {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("lab: fixture address %q: must be a loopback IP address", cfg.Addr)
 	}
+	h := f.handler
+	if cfg.Middleware != nil {
+		if h = cfg.Middleware(h); h == nil {
+			return nil, fmt.Errorf("lab: fixture %s: middleware returned a nil handler", cfg.Name)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("lab: fixture %s: %w", cfg.Name, err)
@@ -177,7 +190,7 @@ func StartFixture(cfg FixtureConfig) (*Fixture, error) {
 	f.ln = ln
 	f.url = "http://" + ln.Addr().String()
 	f.srv = &http.Server{
-		Handler:           f.handler,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}

@@ -28,6 +28,8 @@ the full report as JSON with -out, and an HTML page with plots with -html.
              enough (k of N), both; -simulate for fleet scale
   bigtable   the shape of the paper's benchmark: 1,000 keys from 100 servers,
              hedged after 10ms; -simulate for virtual servers
+  tied       the shape of the paper's Table 2: an idle and a loaded cluster,
+             without hedging, hedged, and with tied requests
 
 Run "tailgate lab <experiment> -h" for its flags.`
 
@@ -38,6 +40,7 @@ var experiments = map[string]func(ctx context.Context, args []string, stdout, st
 	"overload":  runLabOverload,
 	"fanout":    runLabFanout,
 	"bigtable":  runLabBigtable,
+	"tied":      runLabTied,
 }
 
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -54,7 +57,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	run, ok := experiments[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout or bigtable\n", args[0])
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, bigtable or tied\n", args[0])
 		return exitUsage
 	}
 	return run(ctx, args[1:], stdout, stderr)
