@@ -24,9 +24,11 @@
 //
 // Generate offers load in open loop (Poisson arrivals, latency from the
 // scheduled time, so a stalled system cannot hide its queue) or closed
-// loop. RunCompare, RunStraggler, RunSweep and RunOverload are the
-// experiments of "tailgate lab"; RunDemo runs short versions of the last
-// three for "tailgate demo". Each report carries its seed, configuration and
+// loop. RunCompare, RunStraggler, RunSweep, RunOverload, RunFanout,
+// RunBigtable and RunTied are the experiments of "tailgate lab"
+// (SimulateFanout and SimulateBigtable their fleet-scale counterparts, on
+// package lab/sim); RunDemo runs short versions of straggler, sweep and
+// overload for "tailgate demo". Each report carries its seed, configuration and
 // environment, reconciles the client's attempts with the fixtures' counters,
 // and renders itself for WriteHTML.
 package lab

@@ -1,5 +1,5 @@
-// Command tailgate is the one binary of Tailgate: it runs the hedging demo,
-// the fan-out arithmetic, and (as they land) the gateway and the lab.
+// Command tailgate is the one binary of Tailgate: the read gateway (serve),
+// the demo, the lab's experiments and fixtures, and the fan-out arithmetic.
 //
 // Usage:
 //
@@ -35,7 +35,7 @@ type command struct {
 var commands = []command{
 	{"serve", "run the read gateway: a hedging reverse proxy for GET and HEAD", runServe},
 	{"demo", "run a short hedging demonstration on loopback replicas", runDemo},
-	{"lab", "run an experiment: compare | straggler | sweep | overload", runLab},
+	{"lab", "run an experiment: compare | straggler | sweep | overload | fanout | bigtable | tied", runLab},
 	{"fixture", "run a controlled replica on a loopback address", runFixture},
 	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
 }
