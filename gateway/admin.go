@@ -16,7 +16,7 @@ import (
 //	/healthz         200 while the process serves (liveness only)
 //	/readyz          200 when at least one replica would take a request, else 503
 //	/metrics         Prometheus text format
-//	/debug/replicas  JSON: each replica's breaker, latency and counts, and the hedger's state
+//	/debug/replicas  JSON: each replica's breaker, latency, probation and counts, and the hedger's state
 func (g *Gateway) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -44,9 +44,29 @@ func (g *Gateway) Admin() http.Handler {
 
 // DebugState is what /debug/replicas shows.
 type DebugState struct {
-	Replicas []replica.State `json:"replicas"`
-	Hedge    HedgeState      `json:"hedge"`
-	InFlight InFlight        `json:"inFlight"`
+	// Replicas are the replicas' states; each one's probation (status,
+	// since, reason, latency against its peers', shadows) is under
+	// "probation", absent when probation is off.
+	Replicas  []replica.State `json:"replicas"`
+	Hedge     HedgeState      `json:"hedge"`
+	InFlight  InFlight        `json:"inFlight"`
+	Probation ProbationState  `json:"probation"`
+}
+
+// ProbationState is the gateway's side of probation: settings, how many
+// replicas are on probation against the cap, and the shadow requests sent.
+type ProbationState struct {
+	Enabled        bool    `json:"enabled"`
+	OnProbation    int     `json:"onProbation"`
+	MaxOnProbation int     `json:"maxOnProbation"`
+	Factor         float64 `json:"factor"`
+	ExitFactor     float64 `json:"exitFactor"`
+	WindowMs       float64 `json:"windowMs"`
+	MinSamples     int     `json:"minSamples"`
+	ShadowRate     float64 `json:"shadowRate"`
+	// Shadows counts shadow requests by outcome: success, failure,
+	// canceled, skipped.
+	Shadows map[string]int64 `json:"shadows"`
 }
 
 // HedgeState is the hedging engine's shared state.
@@ -59,12 +79,14 @@ type HedgeState struct {
 	WindowWanted   int64   `json:"windowWantedHedges"`
 }
 
-// InFlight reports the two limits and their use.
+// InFlight reports the limits and their use.
 type InFlight struct {
 	Requests    int64 `json:"requests"`
 	MaxRequests int64 `json:"maxRequests"`
 	Attempts    int64 `json:"attempts"`
 	MaxAttempts int64 `json:"maxAttempts"`
+	Shadows     int64 `json:"shadows"`
+	MaxShadows  int64 `json:"maxShadows"`
 }
 
 // Debug returns the gateway's state at now.
@@ -79,8 +101,26 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 		InFlight: InFlight{
 			Requests: g.requests.inUse(), MaxRequests: g.requests.max,
 			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max,
+			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max,
 		},
+		Probation: g.probationState(),
 	}
+}
+
+func (g *Gateway) probationState() ProbationState {
+	p := g.set.Config().Probation
+	st := ProbationState{
+		Enabled: p.Enabled, OnProbation: g.set.OnProbation(), MaxOnProbation: p.MaxOnProbation(g.set.Len()),
+		Factor: p.Factor, ExitFactor: p.ExitFactor, WindowMs: ms(p.Window), MinSamples: p.MinSamples,
+		ShadowRate: p.ShadowRate, Shadows: map[string]int64{},
+	}
+	if !p.Enabled {
+		st.MaxOnProbation = 0
+	}
+	for _, o := range shadowOutcomes {
+		st.Shadows[o] = counterInt(g.metrics.shadows[o])
+	}
+	return st
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -20,7 +20,14 @@ const (
 	DefaultMaxInFlightRequests = 128
 	DefaultTimeout             = 10 * time.Second
 	DefaultMaxResponseBytes    = 1 << 20
+	DefaultMaxInFlightShadows  = 8
 )
+
+// ShadowHeader marks a shadow request: a duplicate of a read already
+// answered, sent to a replica on probation only to measure its latency,
+// its answer discarded. Its value is "1". Replicas may count shadows apart
+// or serve them last.
+const ShadowHeader = "Tailgate-Shadow"
 
 // Backend protocols.
 const (
@@ -71,8 +78,32 @@ type Config struct {
 	// decompression. Tests inject their own.
 	Base http.RoundTripper
 
-	// Replica configures breakers and latency tracking.
+	// Replica configures breakers, latency tracking and probation. The
+	// gateway turns probation on (Replica.Probation.Enabled) unless
+	// DisableProbation is set, and sends the shadow requests: a replica
+	// whose median latency stays above Probation.Factor (default 3) × its
+	// peers' for Probation.Window (default 5s) gets no primaries and no
+	// hedges, only Probation.ShadowRate (default 1) shadows a second, until
+	// its shadows show it recovered; at most Probation.MaxShare (default
+	// 10%, rounded down, but at least one of two or more, and never all) of
+	// the replicas at once. See package replica.
 	Replica replica.Config
+
+	// DisableProbation turns latency-induced probation off. Default false:
+	// probation is on, with the conservative defaults above. It takes a
+	// replica out of the rotation only when its median, not its tail, has
+	// been several times its peers' for seconds, so that hedging alone would
+	// keep paying for it on every request that goes there.
+	DisableProbation bool
+
+	// MaxInFlightShadows bounds shadow requests in flight. A shadow due
+	// without a free slot is skipped (counted as skipped). Default 8.
+	MaxInFlightShadows int
+
+	// ShadowTimeout bounds each shadow request, its body included; a
+	// shadow cut short counts as a lower bound of its replica's latency.
+	// Default Timeout.
+	ShadowTimeout time.Duration
 
 	// Logger receives warnings (failed requests) and debug lines. Nil
 	// discards them.
@@ -123,6 +154,19 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxResponseBytes < 0 {
 		return c, fmt.Errorf("%w: negative response limit %d", ErrInvalid, c.MaxResponseBytes)
 	}
+	if c.MaxInFlightShadows == 0 {
+		c.MaxInFlightShadows = DefaultMaxInFlightShadows
+	}
+	if c.MaxInFlightShadows < 1 {
+		return c, fmt.Errorf("%w: max in-flight shadows %d must be at least 1", ErrInvalid, c.MaxInFlightShadows)
+	}
+	if c.ShadowTimeout == 0 {
+		c.ShadowTimeout = c.Timeout
+	}
+	if c.ShadowTimeout < 0 {
+		return c, fmt.Errorf("%w: negative shadow timeout %v", ErrInvalid, c.ShadowTimeout)
+	}
+	c.Replica.Probation.Enabled = !c.DisableProbation
 	switch c.BackendProtocol {
 	case "":
 		c.BackendProtocol = ProtocolHTTP1

@@ -28,6 +28,18 @@
 // will read, and the engine sends no hedge that the time left could not
 // cover.
 //
+// A replica whose median latency stays several times its peers' for
+// seconds goes on probation (package replica decides; on by default, see
+// Config.DisableProbation): it gets no primaries and no hedges, and only
+// after a client has its answer does the gateway send, when one is due
+// (about once a second), a shadow: a copy of the read just answered,
+// marked with ShadowHeader, to the replica on probation, in the
+// background, bounded in number (MaxInFlightShadows) and time
+// (ShadowTimeout), its answer read and discarded and its latency given to
+// the replica set, which brings the replica back once it has recovered.
+// An attempt after a failure may still go to a replica on probation when
+// no other is left. Close cancels the shadows in flight and waits for them.
+//
 // Admin returns the admin handler for a separate listener: /healthz,
 // /readyz, /metrics (Prometheus) and /debug/replicas.
 package gateway

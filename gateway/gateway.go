@@ -49,6 +49,9 @@ type Gateway struct {
 	expectedNext  atomic.Int64
 	expected      atomic.Int64
 	checkExpected bool
+
+	// Shadow requests to replicas on probation (see shadow.go).
+	shadows shadows
 }
 
 // stampSlack is the deadline Transport's Slack: the primary's
@@ -114,11 +117,19 @@ func New(cfg Config) (*Gateway, error) {
 	if g.set, err = replica.New(cfg.Backends, cfg.Replica); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := g.shadows.init(cfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	return g, nil
 }
 
-// Close releases idle backend connections.
+// Close cancels the shadow requests in flight and waits for them to end,
+// sends no more, and releases idle backend connections. Call it once the
+// server has stopped handing requests to the Gateway (after
+// http.Server.Shutdown): client requests are not its business, and the
+// Gateway keeps answering them.
 func (g *Gateway) Close() {
+	g.shadows.close()
 	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -265,7 +276,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 	if err == nil {
 		defer resp.Body.Close()
 		x.unref()
-		return g.writeResponse(w, r, resp)
+		code := g.writeResponse(w, r, resp)
+		// The client has its answer (net/http sends what is buffered when
+		// the handler returns, a few microseconds on): a replica on
+		// probation may be due a copy of the request, to measure it.
+		g.shadow(r)
+		return code
 	}
 	if errors.Is(err, hedge.ErrNoTarget) {
 		x.unref()
@@ -392,31 +408,40 @@ func (x *exchange) unref() {
 	}
 }
 
-// target returns the URL to forward r to: its path and query byte for
+// target returns the URL to forward r to (see targetURL), kept in x.
+func (x *exchange) target(r *http.Request) *url.URL {
+	x.url = targetURL(r)
+	return &x.url
+}
+
+// targetURL returns the URL to forward r to: its path and query byte for
 // byte, as the client sent them (the scheme and host are the replica's,
 // set per attempt).
-func (x *exchange) target(r *http.Request) *url.URL {
+func targetURL(r *http.Request) url.URL {
 	path, query, hasQuery := strings.Cut(r.RequestURI, "?")
 	forceQuery := hasQuery && query == "" // keep a bare "?"
 	if strings.HasPrefix(path, "//") {
 		// An opaque "//x" would read as a host; keep the parsed form.
-		x.url = url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: query, ForceQuery: forceQuery}
-		return &x.url
+		return url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: query, ForceQuery: forceQuery}
 	}
-	x.url = url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
-	return &x.url
+	return url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
 }
 
 // Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
-// replica no earlier attempt used.
+// replica no earlier attempt used. A hedge never goes to a replica on
+// probation; an attempt after a failure does when nothing else is left (a
+// slow answer beats an error).
 func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	now := time.Now()
 	var i int
 	var t replica.Ticket
 	var ok bool
-	if a.Index == 0 {
+	switch {
+	case a.Index == 0:
 		i, t, ok = x.g.set.PickPrimary(now)
-	} else {
+	case a.Trigger == hedge.TriggerFailure:
+		i, t, ok = x.g.set.PickRetry(now, used)
+	default:
 		i, t, ok = x.g.set.PickAlternate(now, used)
 	}
 	if ok {

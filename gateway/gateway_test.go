@@ -560,6 +560,10 @@ func TestAdminEndpoints(t *testing.T) {
 		"tailgate_hedge_budget_credits",
 		"tailgate_hedge_gate_open 1",
 		`tailgate_in_flight{kind="requests"} 0`,
+		`tailgate_in_flight{kind="shadows"} 0`,
+		`tailgate_replica_probation{replica="` + a.URL + `"} 0`,
+		`tailgate_probation_transitions_total{replica="` + a.URL + `",to="probation"} 0`,
+		`tailgate_shadow_requests_total{outcome="skipped"} 0`,
 	} {
 		if !strings.Contains(body, series) {
 			t.Errorf("/metrics lacks %s", series)
@@ -570,7 +574,9 @@ func TestAdminEndpoints(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &st); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("debug: %d %v %q", resp.StatusCode, err, body)
 	}
-	if len(st.Replicas) != 2 || st.Hedge.DelayMs != 10 || st.InFlight.MaxRequests != 128 || st.InFlight.MaxAttempts != 160 {
+	if len(st.Replicas) != 2 || st.Hedge.DelayMs != 10 || st.InFlight.MaxRequests != 128 || st.InFlight.MaxAttempts != 160 ||
+		st.InFlight.MaxShadows != DefaultMaxInFlightShadows || !st.Probation.Enabled || st.Probation.MaxOnProbation != 1 ||
+		st.Probation.Factor != 3 || st.Probation.WindowMs != 5000 || st.Replicas[0].Probation == nil {
 		t.Errorf("debug %+v", st)
 	}
 }
@@ -600,6 +606,10 @@ func TestNewRejects(t *testing.T) {
 		{Backends: []string{"http://a"}, BackendProtocol: "h3"},
 		{Backends: []string{"http://a"}, Policy: hedge.Policy{MaxAttempts: 9}},
 		{Backends: []string{"http://a"}, Replica: replica.Config{FailureThreshold: -1}},
+		{Backends: []string{"http://a"}, Replica: replica.Config{Probation: replica.Probation{Factor: 0.5}}},
+		{Backends: []string{"http://a"}, Replica: replica.Config{Probation: replica.Probation{MaxShare: 2}}},
+		{Backends: []string{"http://a"}, MaxInFlightShadows: -1},
+		{Backends: []string{"http://a"}, ShadowTimeout: -time.Second},
 	} {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("New(%+v): %v", cfg, err)

@@ -28,6 +28,7 @@ type Metrics struct {
 	rejected    map[string]prometheus.Counter
 	late        prometheus.Counter
 	cancelsSeen prometheus.Counter
+	shadows     map[string]prometheus.Counter // by outcome
 }
 
 // Registry returns the registry holding the gateway's series.
@@ -68,6 +69,14 @@ func newMetrics(g *Gateway) *Metrics {
 		Name: "tailgate_cancellations_observed_total",
 		Help: "Losing attempts seen to stop after being cancelled.",
 	})
+	shadows := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_shadow_requests_total",
+		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
+	}, []string{"outcome"})
+	m.shadows = map[string]prometheus.Counter{}
+	for _, o := range shadowOutcomes {
+		m.shadows[o] = shadows.WithLabelValues(o)
+	}
 	m.byCode = map[int]prometheus.Counter{}
 	for _, c := range []int{0, 200, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405, 429, 500, 502, 503, 504} {
 		m.byCode[c] = m.requests.WithLabelValues(strconv.Itoa(c))
@@ -83,7 +92,7 @@ func newMetrics(g *Gateway) *Metrics {
 		m.rejected[r] = m.rejections.WithLabelValues(r)
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
-		m.late, m.cancelsSeen, &stateCollector{g: g})
+		m.late, m.cancelsSeen, shadows, &stateCollector{g: g})
 	return m
 }
 
@@ -103,6 +112,20 @@ func (m *Metrics) reject(reason string) { m.rejected[reason].Inc() }
 func (m *Metrics) Attempts() (primaries, hedges int64) {
 	return counterInt(m.primaries), counterInt(m.hedges)
 }
+
+// Shadows reports the shadow requests sent so far (skipped ones not
+// included): requests the replicas received that no client asked for.
+func (m *Metrics) Shadows() int64 {
+	n := int64(0)
+	for _, o := range shadowOutcomes {
+		if o != shadowSkipped {
+			n += counterInt(m.shadows[o])
+		}
+	}
+	return n
+}
+
+func (m *Metrics) shadow(outcome string) { m.shadows[outcome].Inc() }
 
 func counterInt(c prometheus.Counter) int64 {
 	var d dto.Metric
@@ -166,11 +189,18 @@ var (
 	descGate = prometheus.NewDesc("tailgate_hedge_gate_open",
 		"1 while the overload gate lets late-answer hedges through, 0 while it pauses them.", nil, nil)
 	descInFlight = prometheus.NewDesc("tailgate_in_flight",
-		"Client requests and backend attempts in flight, against their limits.", []string{"kind"}, nil)
+		"Client requests, backend attempts and shadow requests in flight.", []string{"kind"}, nil)
+	descProbation = prometheus.NewDesc("tailgate_replica_probation",
+		"1 while the replica is on latency probation (no primaries, shadows only), else 0.", []string{"replica"}, nil)
+	descTransitions = prometheus.NewDesc("tailgate_probation_transitions_total",
+		"Moves of a replica on and off probation, by where it went: probation or serving.", []string{"replica", "to"}, nil)
+	descP50 = prometheus.NewDesc("tailgate_replica_latency_p50_seconds",
+		"Median latency per replica over its probation window, as last judged (0 while unknown).", []string{"replica"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descGate, descInFlight} {
+	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descGate,
+		descInFlight, descProbation, descTransitions, descP50} {
 		ch <- d
 	}
 }
@@ -188,6 +218,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, state, s.Name)
 		ch <- prometheus.MustNewConstMetric(descEWMA, prometheus.GaugeValue, s.EWMA.Seconds(), s.Name)
 		ch <- prometheus.MustNewConstMetric(descReplicaInFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		if p := s.Probation; p != nil {
+			on := 0.0
+			if p.Status.OnProbation() {
+				on = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descProbation, prometheus.GaugeValue, on, s.Name)
+			ch <- prometheus.MustNewConstMetric(descTransitions, prometheus.CounterValue, float64(p.Entries), s.Name, "probation")
+			ch <- prometheus.MustNewConstMetric(descTransitions, prometheus.CounterValue, float64(p.Exits), s.Name, "serving")
+			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, p.P50Ms/1e3, s.Name)
+		}
 	}
 	st := c.g.hedger.StatsAt(now)
 	gate := 0.0
@@ -199,6 +239,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, gate)
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.requests.inUse()), "requests")
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.attempts.inUse()), "attempts")
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.shadows.slots.inUse()), "shadows")
 }
 
 // observers fans events out to several observers.

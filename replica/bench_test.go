@@ -75,6 +75,67 @@ func BenchmarkHedgedRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkProbation is a request's bookkeeping with probation on, as the
+// gateway does it: a primary, its Done (which judges every Window/10, here
+// every 500ms of synthetic time, so once per 500k requests), and a look
+// for a due shadow. "none" has no replica on probation: the shadow check
+// is one atomic load. "one" has one of 3 on probation: picks skip it, and
+// a shadow is due every second.
+func BenchmarkProbation(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "none"
+		if on {
+			name = "one"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			s, err := New(names(3), Config{Probation: Probation{Enabled: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			if on {
+				forceProbation(s, 2, now)
+			}
+			for b.Loop() {
+				now = now.Add(time.Microsecond)
+				_, t, ok := s.PickPrimary(now)
+				if !ok {
+					b.Fatal("no pick")
+				}
+				s.Done(t, Success, now.Add(time.Duration(t.Replica()+1)*time.Millisecond))
+				if _, t, ok := s.PickShadow(now); ok {
+					s.Done(t, Success, now.Add(3*time.Millisecond))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkJudge measures one probation judgement over full sample rings:
+// Done runs one every Window/10 (500ms by default).
+func BenchmarkJudge(b *testing.B) {
+	for _, n := range []int{3, 10, 100} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			s, err := New(names(n), Config{Probation: Probation{Enabled: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			for k := range MaxProbationSamples {
+				for i := range n {
+					t, _ := s.admit(i, s.offset(now))
+					s.Done(t, Success, now.Add(time.Duration(k%7+i)*time.Millisecond))
+				}
+			}
+			for b.Loop() {
+				s.UpdateProbation(now)
+			}
+		})
+	}
+}
+
 // benchSet returns a Set of n replicas as production runs it: seed 0 means
 // the runtime's generator.
 func benchSet(b *testing.B, n int, seed uint64) *Set {

@@ -65,9 +65,9 @@ const (
 	// Failure is a transport error or a 5xx.
 	Failure
 	// Canceled means the attempt was cancelled (it lost a hedge race, or
-	// the client left). It says nothing about the replica, so it is neutral
-	// for the breaker and carries no latency sample: the time it took was
-	// cut short by us.
+	// the client left). It says nothing about the replica's health, so it
+	// is neutral for the breaker; its latency counts only as a lower bound
+	// (the attempt took at least that long, the time was cut short by us).
 	Canceled
 )
 
@@ -114,8 +114,15 @@ type Ticket struct {
 	start int64  // ns since the Set's epoch
 	gen   uint64 // breaker generation when picked
 	rep   uint32 // replica index + 1; 0 in the zero Ticket
-	probe bool
+	kind  uint8  // ticketProbe | ticketShadow
 }
+
+// Ticket kinds, bits of Ticket.kind (one byte rather than two bools: a
+// pick returns the ticket in registers and callers copy it whole).
+const (
+	ticketProbe  = 1 << iota // the half-open breaker's probe
+	ticketShadow             // a shadow request
+)
 
 // Replica returns the index of the replica the ticket is for, or -1 for the
 // zero Ticket.
@@ -127,7 +134,12 @@ func (t Ticket) Generation() uint64 { return t.gen }
 
 // Probe reports whether the ticket is the single probe of a half-open
 // breaker: its outcome decides whether the breaker closes or reopens.
-func (t Ticket) Probe() bool { return t.probe }
+func (t Ticket) Probe() bool { return t.kind&ticketProbe != 0 }
+
+// Shadow reports whether the ticket is for a shadow request (see
+// PickShadow): a duplicate sent to a replica on probation to measure it,
+// whose answer nobody reads.
+func (t Ticket) Shadow() bool { return t.kind&ticketShadow != 0 }
 
 // admits reports whether r would admit a request at off (ns since epoch),
 // and whether that request would be the breaker's probe. It changes
@@ -176,7 +188,11 @@ func (s *Set) admit(i int, off int64) (Ticket, bool) {
 		}
 		r.inflight.Add(1)
 		r.picks.Add(1)
-		return Ticket{start: off, gen: gen, rep: uint32(i) + 1, probe: probe}, true
+		t := Ticket{start: off, gen: gen, rep: uint32(i) + 1}
+		if probe {
+			t.kind = ticketProbe
+		}
+		return t, true
 	}
 }
 
@@ -193,6 +209,11 @@ func (s *Set) admit(i int, off int64) (Ticket, bool) {
 // the threshold. The probe's Success closes the breaker, its Failure
 // reopens it with a doubled cooldown, and its Canceled frees the probe slot
 // for the next pick.
+//
+// With probation on, a Success, or a Canceled whose lower bound fed the
+// EWMA, is also a latency sample for probation, and Done judges the
+// replicas' latency when a judgement is due (every Window/10), outside the
+// replica's lock.
 //
 // Done on the zero Ticket does nothing. Every other ticket must be given
 // back exactly once (defer it): a ticket never returned leaves the replica
@@ -222,10 +243,20 @@ func (s *Set) Done(t Ticket, o Outcome, now time.Time) {
 		r.canceled.Add(1)
 	}
 	r.inflight.Add(-1)
-
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	s.settle(i, r, t, o, off)
+	r.mu.Unlock()
+	if s.cfg.Probation.Enabled {
+		// Outside r.mu: the judge takes every replica's in turn.
+		s.prob.maybeJudge(s, off)
+	}
+}
+
+// settle is Done's part under r.mu (held by the caller): the latency
+// sample and the breaker.
+func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) {
 	rtt := float64(max(off-t.start, 0))
+	sample := o == Success
 	if o != Canceled {
 		s.observe(r, rtt, off)
 	} else if rtt > s.ewmaAt(r, off) {
@@ -234,6 +265,13 @@ func (s *Set) Done(t Ticket, o Outcome, now time.Time) {
 		// looking fast (its latency would otherwise never be sampled);
 		// below the current estimate, the bound says nothing new.
 		s.observe(r, rtt, off)
+		sample = true
+	}
+	if sample && s.cfg.Probation.Enabled {
+		// Probation judges latency only: a failure's time (a fast 500, a
+		// refused connection) says nothing of it; failures are the
+		// breaker's business.
+		s.prob.recent[i].add(off, int64(rtt))
 	}
 	w := r.word.Load()
 	if genOf(w) != t.gen {

@@ -97,3 +97,56 @@ func ExampleSet_Snapshot() {
 	//   "consecutiveFailures": 0
 	// }
 }
+
+// A replica that turns slow and stays slow goes on probation: no more
+// primaries, only shadow requests, whose answers bring it back once it
+// has recovered.
+func ExampleSet_PickShadow() {
+	set, _ := replica.New([]string{"http://a.test", "http://b.test", "http://c.test"}, replica.Config{
+		Probation: replica.Probation{Enabled: true, Window: time.Second, ShadowRate: 5}})
+	now := time.Unix(1_700_000_000, 0)
+	latency := []time.Duration{5 * time.Millisecond, 5 * time.Millisecond, 60 * time.Millisecond}
+	others := [][]int{{1, 2}, {0, 2}, {0, 1}}
+	status := func(i int) replica.ProbationStatus { return set.Snapshot(now)[i].Probation.Status }
+	// Every 50ms each serving replica answers a request, and a shadow goes
+	// out when one is due.
+	step := func() {
+		for i := range 3 {
+			if !status(i).OnProbation() {
+				_, t, _ := set.PickRetry(now, others[i]) // this replica's request
+				set.Done(t, replica.Success, now.Add(latency[i]))
+			}
+		}
+		if i, t, ok := set.PickShadow(now); ok {
+			set.Done(t, replica.Success, now.Add(latency[i]))
+		}
+		now = now.Add(50 * time.Millisecond)
+	}
+	for range 40 {
+		step()
+	}
+	p := set.Snapshot(now)[2].Probation
+	fmt.Println(p.Status, "-", p.Reason)
+	for range 20 {
+		if i, t, _ := set.PickPrimary(now); i == 2 {
+			fmt.Println("a primary went to c")
+		} else {
+			set.Done(t, replica.Success, now.Add(5*time.Millisecond))
+		}
+	}
+
+	// c recovers. Its shadows show it: once their median over the last 2s
+	// (long enough for 2 × MinSamples shadows at 5/s) has stayed low for
+	// the window, c serves again.
+	latency[2] = 6 * time.Millisecond
+	for range 80 {
+		step()
+	}
+	p = set.Snapshot(now)[2].Probation
+	fmt.Println(p.Status, "-", p.Reason)
+	fmt.Println("shadows:", p.Shadows, "entries:", p.Entries, "exits:", p.Exits)
+	// Output:
+	// probation - p50 60ms is 12.0x peers' 5ms for 1s
+	// serving - came off probation: p50 6ms is 1.2x peers' 5ms for 1s
+	// shadows: 15 entries: 1 exits: 1
+}

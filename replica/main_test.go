@@ -62,6 +62,19 @@ func pickAt(tb testing.TB, s *Set, i int, now time.Time) Ticket {
 	return t
 }
 
+// forceProbation puts replica i on probation at now, as the judge would.
+func forceProbation(s *Set, i int, now time.Time) {
+	off := s.offset(now)
+	s.prob.mu.Lock()
+	defer s.prob.mu.Unlock()
+	p := &s.prob.state[i]
+	p.status, p.since = OnProbation, off
+	p.entries++
+	s.reps[i].nextShadow.Store(off)
+	s.reps[i].probation.Store(true)
+	s.onProbation.Add(1)
+}
+
 func stateOfReplica(s *Set, i int, now time.Time) State { return s.Snapshot(now)[i] }
 
 func unsafeSizeofReplica() uintptr { return unsafe.Sizeof(replica{}) }

@@ -43,14 +43,23 @@ func (s *Set) better(i, j int, off int64) bool {
 // chosen. The randomness spreads load that a strict "lowest cost" would
 // send in herds to whichever replica looked best a moment ago.
 //
+// Replicas on probation are left out, their breaker probes included (a
+// shadow takes those), unless no other replica admits a request: then the
+// pick is made among them alone, since a slow answer beats none.
+//
 // The chosen replica's in-flight count goes up by one. ok is false, and i is
 // -1, when no replica admits a request. PickPrimary does not allocate.
 func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 	off := s.offset(now)
-	for range maxPickRounds {
+	strict := s.onProbation.Load() > 0
+	for round := 0; round < maxPickRounds; round++ {
 		n, probe := 0, -1
 		for j := range s.reps {
-			if ok, p := s.reps[j].admits(off); ok {
+			r := &s.reps[j]
+			if strict && r.probation.Load() {
+				continue
+			}
+			if ok, p := r.admits(off); ok {
 				n++
 				if p && probe < 0 {
 					probe = j
@@ -58,6 +67,13 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 			}
 		}
 		if n == 0 {
+			if strict {
+				// Nothing but replicas on probation: fall back to them,
+				// without spending a round.
+				strict = false
+				round--
+				continue
+			}
 			break
 		}
 		if probe >= 0 {
@@ -66,7 +82,7 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 			}
 			continue
 		}
-		a, b := s.candidates(n, off)
+		a, b := s.candidates(n, off, strict)
 		if a < 0 {
 			continue // every replica counted has become unavailable
 		}
@@ -86,9 +102,10 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 }
 
 // candidates returns two distinct replicas chosen at random among the n that
-// were available at off (b is -1 when n is 1). Availability may have changed
-// since they were counted; a candidate no longer found is -1.
-func (s *Set) candidates(n int, off int64) (a, b int) {
+// were available at off, those on probation left out when strict (b is -1
+// when n is 1). Availability may have changed since they were counted; a
+// candidate no longer found is -1.
+func (s *Set) candidates(n int, off int64, strict bool) (a, b int) {
 	ra, rb := 0, -1
 	if n > 1 {
 		ra, rb = s.intn(n), s.intn(n-1)
@@ -99,7 +116,11 @@ func (s *Set) candidates(n int, off int64) (a, b int) {
 	a, b = -1, -1
 	k := 0
 	for j := range s.reps {
-		if ok, _ := s.reps[j].admits(off); !ok {
+		r := &s.reps[j]
+		if strict && r.probation.Load() {
+			continue
+		}
+		if ok, _ := r.admits(off); !ok {
 			continue
 		}
 		switch k {
@@ -116,26 +137,43 @@ func (s *Set) candidates(n int, off int64) (a, b int) {
 	return a, b
 }
 
-// PickAlternate chooses the replica for a further attempt of a request (a
-// hedge, or a retry after a failure): the available replica of lowest cost,
-// as PickPrimary prices it, that is not in exclude, the replicas earlier
-// attempts of the same request used. Ties go to fewer in flight, then to
-// the lower index. No randomness here: a hedge is sent because something is
-// slow, and the replica expected to be fastest is the best bet.
+// PickAlternate chooses the replica for a hedge: the available replica of
+// lowest cost, as PickPrimary prices it, that is not in exclude, the
+// replicas earlier attempts of the same request used. Ties go to fewer in
+// flight, then to the lower index. No randomness here: a hedge is sent
+// because something is slow, and the replica expected to be fastest is the
+// best bet. For the same reason a replica on probation never gets a hedge:
+// it is there because it is slow, and it takes only shadows. For an
+// attempt after a failure, use PickRetry.
 //
 // The bookkeeping is PickPrimary's: the in-flight count goes up and a ticket
 // is taken, which is the probe if the chosen replica's breaker waits for
 // one. ok is false, and i is -1, if no replica outside exclude admits a
 // request. PickAlternate does not allocate.
 func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
-	off := s.offset(now)
-	for range maxPickRounds {
+	return s.pickAlternate(s.offset(now), exclude, false)
+}
+
+// PickRetry chooses the replica for an attempt after a failure (a transport
+// error or a 5xx): as PickAlternate, except that when no serving replica
+// outside exclude admits a request, one on probation is taken, the
+// cheapest: a slow answer beats an error. PickRetry does not allocate.
+func (s *Set) PickRetry(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
+	return s.pickAlternate(s.offset(now), exclude, true)
+}
+
+func (s *Set) pickAlternate(off int64, exclude []int, fallback bool) (i int, t Ticket, ok bool) {
+	strict := s.onProbation.Load() > 0
+	for round := 0; round < maxPickRounds; round++ {
 		best, bestCost, bestIn := -1, 0.0, int64(0)
 		for j := range s.reps {
 			if excluded(exclude, j) {
 				continue
 			}
 			r := &s.reps[j]
+			if strict && r.probation.Load() {
+				continue
+			}
 			if ok, _ := r.admits(off); !ok {
 				continue
 			}
@@ -145,6 +183,11 @@ func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok b
 			}
 		}
 		if best < 0 {
+			if strict && fallback {
+				strict = false
+				round--
+				continue
+			}
 			break
 		}
 		if t, ok := s.admit(best, off); ok {

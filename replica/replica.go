@@ -49,6 +49,11 @@ type Config struct {
 	// Seed seeds the randomness of the power-of-two-choices pick. Zero means
 	// a random seed; tests pass a seed to make picks reproducible.
 	Seed uint64
+
+	// Probation configures latency-induced probation. It is off unless
+	// Probation.Enabled, because a replica on probation is judged from
+	// shadow requests that the caller must send (see PickShadow).
+	Probation Probation
 }
 
 // withDefaults returns c with zero fields replaced by defaults, or an error
@@ -81,12 +86,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DecayTime == 0 {
 		c.DecayTime = DefaultDecayTime
 	}
+	p, err := c.Probation.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.Probation = p
 	return c, nil
 }
 
 // Set is a fixed set of equivalent replicas. It chooses where attempts go
 // and keeps, per replica, a circuit breaker, a peak-EWMA latency, the number
-// of attempts in flight and counters for an admin view. A Set is safe for
+// of attempts in flight, its probation (when enabled) and counters for an
+// admin view. A Set is safe for
 // concurrent use; its methods never read the clock but take the time from
 // the caller.
 type Set struct {
@@ -106,6 +117,13 @@ type Set struct {
 	_      [cacheLine]byte
 	rng    atomic.Uint64
 	_      [cacheLine - 8]byte
+
+	// Probation: onProbation counts the replicas on probation (read by
+	// every pick, written only as one goes on or comes off); the rest is
+	// the judge's, see probation.go.
+	onProbation atomic.Int32
+	_           [cacheLine - 4]byte
+	prob        probationJudge
 }
 
 // cacheLine is the unit of memory that cores take turns owning.
@@ -133,14 +151,21 @@ type pickFields struct {
 	// is stored before the word moves to open, so a reader that sees open
 	// sees its deadline or a later one.
 	openUntil atomic.Int64
+	// probation is set while the replica is on probation (written only by
+	// the probation judge), and nextShadow (ns since epoch) is when its
+	// next shadow request is due (written by PickShadow, at most
+	// ShadowRate times a second).
+	probation  atomic.Bool
+	nextShadow atomic.Int64
 }
 
 // loadFields price the replica: read by picks that consider it, written by
-// every pick and Done of it (picks is here because every pick writes this
-// line anyway).
+// every pick and Done of it (picks and shadows are here because every pick
+// writes this line anyway).
 type loadFields struct {
 	inflight atomic.Int64
 	picks    atomic.Uint64
+	shadows  atomic.Uint64 // shadow tickets handed out (a subset of picks)
 	// ewma is the peak-EWMA latency in nanoseconds (float64 bits) as of
 	// lastUpdate (ns since epoch). Written under mu.
 	ewma       atomic.Uint64
@@ -193,6 +218,7 @@ func New(names []string, cfg Config) (*Set, error) {
 	}
 	s.seeded = cfg.Seed != 0
 	s.rng.Store(cfg.Seed)
+	s.prob.init(cfg.Probation, len(names))
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,19 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"negative max cooldown", ok, Config{MaxCooldown: -time.Second}, "negative max cooldown"},
 		{"max below cooldown", ok, Config{Cooldown: 10 * time.Second, MaxCooldown: time.Second}, "shorter than cooldown"},
 		{"negative decay", ok, Config{DecayTime: -time.Second}, "negative decay"},
+		{"probation factor 1", ok, Config{Probation: Probation{Factor: 1}}, "probation factor 1 must be above 1"},
+		{"probation factor NaN", ok, Config{Probation: Probation{Factor: math.NaN()}}, "probation factor"},
+		{"probation factor negative", ok, Config{Probation: Probation{Factor: -3}}, "probation factor"},
+		{"exit factor above factor", ok, Config{Probation: Probation{Factor: 3, ExitFactor: 4}}, "exit factor 4 must be within [1, factor 3]"},
+		{"exit factor below 1", ok, Config{Probation: Probation{ExitFactor: 0.5}}, "exit factor"},
+		{"exit factor above default factor", ok, Config{Probation: Probation{ExitFactor: 3.5}}, "exit factor"},
+		{"negative window", ok, Config{Probation: Probation{Window: -time.Second}}, "negative probation window"},
+		{"negative min samples", ok, Config{Probation: Probation{MinSamples: -1}}, "min samples"},
+		{"too many min samples", ok, Config{Probation: Probation{MinSamples: MaxProbationSamples + 1}}, "min samples 65 must be within [1, 64]"},
+		{"max share above 1", ok, Config{Probation: Probation{MaxShare: 1.5}}, "max share 1.5 must be within (0, 1]"},
+		{"negative max share", ok, Config{Probation: Probation{MaxShare: -0.1}}, "max share"},
+		{"infinite shadow rate", ok, Config{Probation: Probation{ShadowRate: math.Inf(1)}}, "shadow rate"},
+		{"negative shadow rate", ok, Config{Probation: Probation{ShadowRate: -1}}, "shadow rate -1 must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.names, tc.cfg)
@@ -42,7 +56,10 @@ func TestNewFillsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{FailureThreshold: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute, DecayTime: 10 * time.Second}
+	want := Config{FailureThreshold: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute, DecayTime: 10 * time.Second,
+		// Filled in even while off, so that Config shows what turning it on
+		// would mean.
+		Probation: Probation{Factor: 3, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}}
 	if got := s.Config(); got != want {
 		t.Errorf("Config() = %+v, want %+v", got, want)
 	}
@@ -54,6 +71,16 @@ func TestNewFillsDefaults(t *testing.T) {
 	}
 	if got := s.Config(); got.MaxCooldown != 2*time.Minute || got.Seed != 7 {
 		t.Errorf("Config() = %+v, want MaxCooldown 2m and Seed 7", got)
+	}
+	// The exit factor follows the factor, but never below 1.
+	for factor, exit := range map[float64]float64{6: 4, 1.2: 1} {
+		s, err = New([]string{"a"}, Config{Probation: Probation{Enabled: true, Factor: factor}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Config().Probation.ExitFactor; got != exit {
+			t.Errorf("factor %v: exit factor %v, want %v", factor, got, exit)
+		}
 	}
 }
 

@@ -36,6 +36,9 @@ type State struct {
 	// ConsecutiveFailures counts current-generation failures since the last
 	// current-generation success.
 	ConsecutiveFailures int `json:"consecutiveFailures"`
+	// Probation is the replica's latency probation as of the last
+	// judgement; nil when probation is off.
+	Probation *ProbationState `json:"probation,omitempty"`
 }
 
 // Snapshot returns the state of every replica at now, in index order. Each
@@ -72,13 +75,15 @@ func (s *Set) Snapshot(now time.Time) []State {
 		if st.Breaker == Open {
 			st.OpenUntil = s.timeAt(until)
 		}
+		st.Probation = s.probationState(i)
 		out[i] = st
 	}
 	return out
 }
 
 // Available reports how many replicas would admit a request at now, for a
-// readiness check: zero means every pick would fail.
+// readiness check: zero means every pick would fail. Replicas on probation
+// count: PickPrimary falls back to them when nothing else is available.
 func (s *Set) Available(now time.Time) int {
 	off := s.offset(now)
 	n := 0

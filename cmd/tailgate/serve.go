@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 const serveSynopsis = `Runs the read gateway: a reverse proxy for GET and HEAD that sends each
@@ -24,8 +27,17 @@ and health checks are served on a separate admin address.
     -listen 127.0.0.1:8080 -admin 127.0.0.1:9090 \
     -hedge-delay 25ms -hedge-fraction 0.1 -max-requests 128 -max-attempts 160
 
+A replica whose median latency stays above -probation-factor times its
+peers' for -probation-window goes on probation: no primaries and no hedges,
+only -shadow-rate shadow requests a second (copies of answered reads, marked
+Tailgate-Shadow: 1, their answers discarded) until they show it recovered
+(below 2/3 of the factor, at least 1, for the window). At most
+-probation-max-share of the replicas are on probation at once, rounded down,
+but at least one (of two or more) and never all. -probation=false turns it
+off.
+
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
--drain-timeout) and exits 0.`
+-drain-timeout), cancels shadow requests, and exits 0.`
 
 type serveFlags struct {
 	backends       string
@@ -44,28 +56,17 @@ type serveFlags struct {
 	maxHeaderBytes int
 	logFormat      string
 	logLevel       string
+	probation      bool
+	probFactor     float64
+	probWindow     time.Duration
+	probMaxShare   float64
+	shadowRate     float64
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", serveSynopsis, stderr)
 	var f serveFlags
-	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address for client traffic")
-	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", `address for /healthz, /readyz, /metrics and /debug/replicas ("" disables)`)
-	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
-	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1]")
-	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1)")
-	fs.IntVar(&f.attempts, "hedge-max-attempts", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d)", hedge.MaxAttemptsCap))
-	fs.IntVar(&f.maxRequests, "max-requests", gateway.DefaultMaxInFlightRequests, "client requests in flight; beyond it: 503 with Retry-After")
-	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25)")
-	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
-	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
-	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: how far the share of late requests may exceed the expected hedge share (the budget fraction) before hedging pauses, in (0, 1]")
-	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
-	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
-	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
-	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
-	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	f.register(fs)
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -84,6 +85,32 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	return exitOK
+}
+
+// register defines the serve flags on fs, to be parsed into f.
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address for client traffic")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", `address for /healthz, /readyz, /metrics and /debug/replicas ("" disables)`)
+	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
+	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1]")
+	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1)")
+	fs.IntVar(&f.attempts, "hedge-max-attempts", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d)", hedge.MaxAttemptsCap))
+	fs.IntVar(&f.maxRequests, "max-requests", gateway.DefaultMaxInFlightRequests, "client requests in flight; beyond it: 503 with Retry-After")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25)")
+	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
+	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
+	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: how far the share of late requests may exceed the expected hedge share (the budget fraction) before hedging pauses, in (0, 1]")
+	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
+	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
+	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
+	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
+	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	fs.BoolVar(&f.probation, "probation", true, "latency-induced probation of replicas much slower than their peers (false turns it off)")
+	fs.Float64Var(&f.probFactor, "probation-factor", replica.DefaultProbationFactor, "probation: how many times its peers' median latency a replica's median must exceed (> 1)")
+	fs.DurationVar(&f.probWindow, "probation-window", replica.DefaultProbationWindow, "probation: how long a divergence, or a recovery, must last (> 0)")
+	fs.Float64Var(&f.probMaxShare, "probation-max-share", replica.DefaultProbationMaxShare, "probation: most replicas on probation at once, as a share in (0, 1] (rounded down, but at least 1 of 2 or more, never all)")
+	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (> 0)")
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -129,6 +156,14 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
 	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
+	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
+		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
+	case f.probWindow <= 0:
+		return cfg, nil, fmt.Errorf("-probation-window %v must be positive", f.probWindow)
+	case !(f.probMaxShare > 0 && f.probMaxShare <= 1):
+		return cfg, nil, fmt.Errorf("-probation-max-share %v must be within (0, 1]", f.probMaxShare)
+	case !(f.shadowRate > 0) || math.IsInf(f.shadowRate, 0):
+		return cfg, nil, fmt.Errorf("-shadow-rate %v must be a positive number", f.shadowRate)
 	}
 	for _, a := range []struct{ name, addr string }{{"-listen", f.listen}, {"-admin", f.admin}} {
 		if a.addr == "" && a.name == "-admin" {
@@ -146,6 +181,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	cfg.Timeout = f.timeout
 	cfg.MaxResponseBytes = f.maxBody
 	cfg.BackendProtocol = f.protocol
+	cfg.DisableProbation = !f.probation
+	cfg.Replica.Probation = replica.Probation{Factor: f.probFactor, Window: f.probWindow, MaxShare: f.probMaxShare, ShadowRate: f.shadowRate}
 	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return cfg, nil, err

@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 func TestServeRejectsBadFlags(t *testing.T) {
@@ -39,6 +42,19 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-log-format", "xml"},
 		{"-backends", ok, "-log-level", "loud"},
 		{"-backends", ok, "-max-header-bytes", "10"},
+		{"-backends", ok, "-probation-factor", "1"},
+		{"-backends", ok, "-probation-factor", "0.5"},
+		{"-backends", ok, "-probation-factor", "NaN"},
+		{"-backends", ok, "-probation-factor", "+Inf"},
+		{"-backends", ok, "-probation-window", "0s"},
+		{"-backends", ok, "-probation-window", "-1s"},
+		{"-backends", ok, "-probation-max-share", "0"},
+		{"-backends", ok, "-probation-max-share", "1.5"},
+		{"-backends", ok, "-probation-max-share", "NaN"},
+		{"-backends", ok, "-shadow-rate", "0"},
+		{"-backends", ok, "-shadow-rate", "-1"},
+		{"-backends", ok, "-shadow-rate", "Inf"},
+		{"-backends", ok, "-probation=maybe"},
 		{"-backends", ok, "extra"},
 		{"-frobnicate"},
 	}
@@ -51,6 +67,61 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	code, stdout, _ := runCmd("serve", "-h")
 	if code != exitOK || !strings.Contains(stdout, "-hedge-delay") || !strings.Contains(stdout, "-max-attempts") || !strings.Contains(stdout, "(default 128)") {
 		t.Errorf("serve -h: %d %q", code, stdout)
+	}
+	// Every probation flag, with its default.
+	for _, want := range []string{
+		`-probation\n[^\n]*\(default true\)`,
+		`-probation-factor float\n[^\n]*\(default 3\)`,
+		`-probation-window duration\n[^\n]*\(default 5s\)`,
+		`-probation-max-share float\n[^\n]*\(default 0\.1\)`,
+		`-shadow-rate float\n[^\n]*\(default 1\)`,
+		"Tailgate-Shadow: 1",
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("serve -h lacks %s:\n%s", want, stdout)
+		}
+	}
+}
+
+// The probation flags reach the gateway's configuration.
+func TestServeProbationFlags(t *testing.T) {
+	parse := func(args ...string) gateway.Config {
+		t.Helper()
+		var f serveFlags
+		fs := newFlags("serve", "", io.Discard)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"-backends", "http://127.0.0.1:1,http://127.0.0.1:2"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := f.config(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	cfg := parse("-probation-factor", "4", "-probation-window", "2s", "-probation-max-share", "0.5", "-shadow-rate", "3")
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	want := replica.Probation{Enabled: true, Factor: 4, ExitFactor: 4.0 * 2 / 3, Window: 2 * time.Second, MinSamples: replica.DefaultProbationMinSamples,
+		MaxShare: 0.5, ShadowRate: 3}
+	if got := g.Replicas().Config().Probation; got != want {
+		t.Errorf("probation %+v, want %+v", got, want)
+	}
+	// On by default, with the replica package's defaults.
+	g, err = gateway.New(parse())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	want = replica.Probation{Enabled: true, Factor: 3, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}
+	if got := g.Replicas().Config().Probation; got != want {
+		t.Errorf("default probation %+v, want %+v", got, want)
+	}
+	if cfg := parse("-probation=false"); !cfg.DisableProbation {
+		t.Error("-probation=false left probation on")
 	}
 }
 

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/deadline"
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// Shadow outcomes, as counted in tailgate_shadow_requests_total.
+const (
+	shadowSuccess  = "success"  // answered below 500
+	shadowFailure  = "failure"  // a transport error or a 5xx
+	shadowCanceled = "canceled" // cut short by ShadowTimeout or Close
+	shadowSkipped  = "skipped"  // due, but no free slot: not sent
+)
+
+var shadowOutcomes = []string{shadowSuccess, shadowFailure, shadowCanceled, shadowSkipped}
+
+// shadows sends shadow requests to replicas on probation: in the
+// background, bounded in number and time, on a context of their own that
+// Close cancels before waiting for them.
+type shadows struct {
+	targets []*url.URL // the replicas' base URLs, by index
+	timeout time.Duration
+	value   []string // the Tailgate-Timeout header of a shadow
+	slots   limiter
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu     sync.Mutex // guards closed against wg.Add after Wait began
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var shadowValue = []string{"1"}
+
+func (s *shadows) init(cfg Config) error {
+	for _, b := range cfg.Backends {
+		u, err := hedge.ParseTarget(b)
+		if err != nil {
+			return err // checked in withDefaults: unreachable
+		}
+		s.targets = append(s.targets, u)
+	}
+	s.timeout = cfg.ShadowTimeout
+	s.value = []string{deadline.Format(cfg.ShadowTimeout)}
+	s.slots.max = int64(cfg.MaxInFlightShadows)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return nil
+}
+
+// close cancels the shadows in flight, waits for them, and refuses new
+// ones. It may be called more than once.
+func (s *shadows) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// shadow sends a copy of r, a read just answered, to a replica on
+// probation if one is due a shadow (replica.Set.PickShadow decides), in the
+// background. With no replica on probation it costs one atomic load.
+// It reads r before returning, never after: the handler may then return.
+func (g *Gateway) shadow(r *http.Request) {
+	if g.set.OnProbation() == 0 {
+		return
+	}
+	now := time.Now()
+	i, t, ok := g.set.PickShadow(now)
+	if !ok {
+		return
+	}
+	s := &g.shadows
+	if !s.slots.tryAcquire() {
+		g.set.Done(t, replica.Canceled, now) // took no time: no latency sample
+		g.metrics.shadow(shadowSkipped)
+		return
+	}
+	u := targetURL(r)
+	u.Scheme, u.Host = s.targets[i].Scheme, s.targets[i].Host
+	h := forwardedHeaders(r)
+	h[ShadowHeader] = shadowValue
+	h[deadline.Header] = s.value
+	req := (&http.Request{
+		Method:     r.Method,
+		URL:        &u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Body:       http.NoBody,
+	})
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.slots.release()
+		g.set.Done(t, replica.Canceled, now)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go g.runShadow(req, t, now)
+}
+
+// runShadow sends req, reads and discards its answer (up to the response
+// limit) and gives the ticket back with the outcome.
+func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time) {
+	s := &g.shadows
+	defer s.wg.Done()
+	defer s.slots.release()
+	ctx, cancel := context.WithDeadline(s.ctx, start.Add(s.timeout))
+	defer cancel()
+	resp, err := g.base.RoundTrip(req.WithContext(ctx))
+	if err == nil {
+		// The whole body is the answer, as it is for attempts; past the
+		// limit the replica has answered enough.
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, g.cfg.MaxResponseBytes))
+		resp.Body.Close()
+		if err != nil {
+			resp = nil
+		}
+	}
+	o := outcome(resp, err)
+	g.set.Done(t, o, time.Now())
+	switch o {
+	case replica.Success:
+		g.metrics.shadow(shadowSuccess)
+	case replica.Failure:
+		g.metrics.shadow(shadowFailure)
+	default:
+		g.metrics.shadow(shadowCanceled)
+	}
+	if o != replica.Success {
+		g.log.Debug("shadow request", "replica", req.URL.Host, "path", req.URL.Path, "outcome", o, "err", err)
+	}
+}

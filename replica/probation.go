@@ -1,0 +1,600 @@
+package replica
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of a Probation.
+const (
+	DefaultProbationFactor     = 3.0
+	DefaultProbationWindow     = 5 * time.Second
+	DefaultProbationMinSamples = 5
+	DefaultProbationMaxShare   = 0.1
+	DefaultShadowRate          = 1.0
+)
+
+// MaxProbationSamples is how many recent latency samples each replica keeps
+// for probation, and so the largest Probation.MinSamples.
+const MaxProbationSamples = 64
+
+// Probation configures latency-induced probation: a replica whose median
+// latency stays well above its peers' is taken out of the rotation and
+// measured with shadow requests until it recovers. The zero Probation is
+// off; with Enabled alone it takes the defaults below.
+type Probation struct {
+	// Enabled turns probation on. The caller then sends the shadow
+	// requests that PickShadow hands out: a replica on probation is judged
+	// from nothing else, so without them it would never come back.
+	Enabled bool
+
+	// Factor is how many times its peers' median latency a replica's
+	// median must exceed, for Window, to go on probation. Default 3; zero
+	// means the default; otherwise it must be above 1.
+	Factor float64
+
+	// ExitFactor is the ratio below which a replica on probation must stay,
+	// for Window, to come back: lower than Factor, so that a replica near
+	// the line does not flap. Default 2/3 of Factor but at least 1 (2 with
+	// the default Factor); zero means the default; otherwise it must be
+	// within [1, Factor].
+	ExitFactor float64
+
+	// Window is how long a divergence (or a recovery) must last before the
+	// replica goes on (or comes off) probation, and how far back the
+	// samples that judge a serving replica go. Default 5s; zero means the
+	// default, negative is an error.
+	Window time.Duration
+
+	// MinSamples is the fewest latency samples in a replica's window for
+	// its median to count, for the replica itself as for its peers. Default
+	// 5; zero means the default; at most MaxProbationSamples.
+	MinSamples int
+
+	// MaxShare caps the share of replicas on probation at once. The cap is
+	// floor(MaxShare × replicas), but at least 1 (as Envoy ejects one host
+	// whatever its max_ejection_percent) and at most replicas - 1, so one
+	// replica always serves: with the default 10%, one replica of 2 to 19,
+	// two of 20 to 29, and none when there is only one. Default 0.1; zero
+	// means the default; otherwise within (0, 1].
+	MaxShare float64
+
+	// ShadowRate is how many shadow requests per second, at most, each
+	// replica on probation is due (PickShadow spaces them at least
+	// 1/ShadowRate apart). A replica on probation is judged from the
+	// samples taken since it went on probation, over the last
+	// max(Window, 2 × MinSamples / ShadowRate), so that enough shadows fit.
+	// Default 1; zero means the default; negative is an error.
+	ShadowRate float64
+}
+
+// withDefaults returns p with zero fields replaced by defaults, or an error
+// naming the first invalid field.
+func (p Probation) withDefaults() (Probation, error) {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case !finite(p.Factor) || p.Factor < 0 || p.Factor > 0 && p.Factor <= 1:
+		return p, fmt.Errorf("%w: probation factor %v must be above 1", ErrInvalid, p.Factor)
+	case p.Factor == 0:
+		p.Factor = DefaultProbationFactor
+	}
+	switch {
+	case !finite(p.ExitFactor) || p.ExitFactor < 0:
+		return p, fmt.Errorf("%w: probation exit factor %v must be within [1, factor]", ErrInvalid, p.ExitFactor)
+	case p.ExitFactor == 0:
+		p.ExitFactor = max(1, p.Factor*2/3)
+	case p.ExitFactor < 1 || p.ExitFactor > p.Factor:
+		return p, fmt.Errorf("%w: probation exit factor %v must be within [1, factor %v]", ErrInvalid, p.ExitFactor, p.Factor)
+	}
+	switch {
+	case p.Window < 0:
+		return p, fmt.Errorf("%w: negative probation window %v", ErrInvalid, p.Window)
+	case p.Window == 0:
+		p.Window = DefaultProbationWindow
+	}
+	switch {
+	case p.MinSamples < 0 || p.MinSamples > MaxProbationSamples:
+		return p, fmt.Errorf("%w: probation min samples %d must be within [1, %d]", ErrInvalid, p.MinSamples, MaxProbationSamples)
+	case p.MinSamples == 0:
+		p.MinSamples = DefaultProbationMinSamples
+	}
+	switch {
+	case !finite(p.MaxShare) || p.MaxShare < 0 || p.MaxShare > 1:
+		return p, fmt.Errorf("%w: probation max share %v must be within (0, 1]", ErrInvalid, p.MaxShare)
+	case p.MaxShare == 0:
+		p.MaxShare = DefaultProbationMaxShare
+	}
+	switch {
+	case !finite(p.ShadowRate) || p.ShadowRate < 0:
+		return p, fmt.Errorf("%w: shadow rate %v must be positive", ErrInvalid, p.ShadowRate)
+	case p.ShadowRate == 0:
+		p.ShadowRate = DefaultShadowRate
+	}
+	return p, nil
+}
+
+// MaxOnProbation returns how many of n replicas may be on probation at once
+// with this MaxShare (see MaxShare): floor(MaxShare × n), at least 1 and at
+// most n - 1.
+func (p Probation) MaxOnProbation(n int) int {
+	if n < 2 {
+		return 0
+	}
+	share := p.MaxShare
+	if share == 0 {
+		share = DefaultProbationMaxShare
+	}
+	// The epsilon keeps 0.3 × 10 from flooring to 2.
+	c := int(math.Floor(share*float64(n) + 1e-9))
+	return min(max(c, 1), n-1)
+}
+
+// recoverySpan returns how far back the samples that judge a replica on
+// probation go: Window, or longer when ShadowRate would not fit twice
+// MinSamples shadows in it.
+func (p Probation) recoverySpan() time.Duration {
+	need := time.Duration(2 * float64(p.MinSamples) / p.ShadowRate * float64(time.Second))
+	if need < 0 || need > 100*365*24*time.Hour { // overflow or absurd: cap it
+		need = 100 * 365 * 24 * time.Hour
+	}
+	return max(p.Window, need)
+}
+
+// ProbationStatus is where a replica stands with probation.
+type ProbationStatus uint8
+
+// Probation statuses.
+const (
+	// Serving: the replica takes primaries and hedges.
+	Serving ProbationStatus = iota
+	// Diverging: still serving, but its median latency is above Factor ×
+	// its peers'; it goes on probation once that has lasted Window (unless
+	// the cap holds it back).
+	Diverging
+	// OnProbation: no primaries or hedges unless no other replica is
+	// available; only shadow requests.
+	OnProbation
+	// Recovering: on probation, but its shadows' median is below ExitFactor
+	// × its peers'; it comes back once that has lasted Window.
+	Recovering
+)
+
+var probationNames = [...]string{"serving", "diverging", "probation", "recovering"}
+
+// String returns "serving", "diverging", "probation" or "recovering".
+func (p ProbationStatus) String() string {
+	if int(p) < len(probationNames) {
+		return probationNames[p]
+	}
+	return "ProbationStatus(" + strconv.Itoa(int(p)) + ")"
+}
+
+// OnProbation reports whether the status keeps the replica out of the
+// rotation: OnProbation or Recovering.
+func (p ProbationStatus) OnProbation() bool { return p == OnProbation || p == Recovering }
+
+// MarshalText encodes the status as its String.
+func (p ProbationStatus) MarshalText() ([]byte, error) {
+	if int(p) >= len(probationNames) {
+		return nil, fmt.Errorf("replica: unknown probation status %d", uint8(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText decodes what MarshalText produces.
+func (p *ProbationStatus) UnmarshalText(text []byte) error {
+	for i, n := range probationNames {
+		if string(text) == n {
+			*p = ProbationStatus(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("replica: unknown probation status %q", text)
+}
+
+// ProbationState is a replica's probation as a Snapshot shows it. Its JSON
+// field names are stable.
+type ProbationState struct {
+	Status ProbationStatus `json:"status"`
+	// Since is when the replica went on probation (OnProbation,
+	// Recovering), when its divergence began (Diverging), or when it last
+	// came off probation (Serving; zero if it never was on).
+	Since time.Time `json:"since,omitzero"`
+	// Reason explains the status in words, with the figures it was judged
+	// on: why the replica went on probation, how long it has diverged or
+	// recovered and whether the cap holds it back, or why it came off.
+	Reason string `json:"reason,omitempty"`
+	// P50Ms is the replica's median latency over its window at the last
+	// judgement, PeersP50Ms the median of its serving peers' medians, and
+	// Samples how many samples the former rests on; zero when unknown.
+	P50Ms      float64 `json:"p50Ms"`
+	PeersP50Ms float64 `json:"peersP50Ms"`
+	Samples    int     `json:"samples"`
+	// Entries and Exits count the replica's moves on and off probation.
+	Entries uint64 `json:"entries"`
+	Exits   uint64 `json:"exits"`
+	// Shadows counts shadow tickets handed out for the replica.
+	Shadows uint64 `json:"shadows"`
+}
+
+// samples is a ring of a replica's recent latency samples, guarded by the
+// replica's mu.
+type samples struct {
+	at [MaxProbationSamples]int64 // when taken, ns since epoch
+	ns [MaxProbationSamples]int64 // latency
+	n  uint64                     // samples ever added
+}
+
+func (s *samples) add(at, ns int64) {
+	k := s.n % MaxProbationSamples
+	s.at[k], s.ns[k] = at, ns
+	s.n++
+}
+
+// since copies into buf the latencies of the samples taken after from and
+// returns how many.
+func (s *samples) since(from int64, buf *[MaxProbationSamples]int64) int {
+	k := 0
+	for j := range min(s.n, MaxProbationSamples) {
+		if s.at[j] > from {
+			buf[k] = s.ns[j]
+			k++
+		}
+	}
+	return k
+}
+
+// probState is the judge's view of one replica, guarded by the judge's mu.
+type probState struct {
+	status ProbationStatus
+	since  int64 // see ProbationState.Since; valid when status != Serving or exits > 0
+	// hold is when the current divergence (Diverging) or recovery
+	// (Recovering) began to hold.
+	hold   int64
+	capped bool // diverged for Window, but the cap held it back
+	// The last judgement: median, peers' median (0: none), samples.
+	p50, peers float64
+	n          int
+	// The judgement that moved the replica last, for its Reason.
+	moveP50, movePeers float64
+	moveHeld           int64
+	entries, exits     uint64
+}
+
+// probationJudge decides which replicas are on probation. It runs at most
+// every Window/10, from Done (or UpdateProbation), under mu.
+type probationJudge struct {
+	cfg         Probation
+	window      int64 // ns
+	span        int64 // recoverySpan, ns
+	every       int64 // ns between judgements
+	shadowEvery int64 // ns between shadows to one replica
+	maxOn       int
+	next        atomic.Int64 // when the next judgement is due, ns since epoch
+	recent      []samples    // per replica, guarded by its mu; nil when off
+
+	mu    sync.Mutex
+	last  int64 // when it last judged
+	state []probState
+	sort  []float64 // scratch: serving replicas' medians
+}
+
+func (j *probationJudge) init(p Probation, n int) {
+	j.cfg = p
+	if !p.Enabled {
+		return
+	}
+	j.window = int64(p.Window)
+	j.span = int64(p.recoverySpan())
+	j.every = max(j.window/10, int64(time.Millisecond))
+	j.shadowEvery = max(int64(float64(time.Second)/p.ShadowRate), 1)
+	j.maxOn = p.MaxOnProbation(n)
+	j.last = math.MinInt64
+	j.recent = make([]samples, n)
+	j.state = make([]probState, n)
+	j.sort = make([]float64, 0, n)
+	j.next.Store(math.MinInt64)
+}
+
+// maybeJudge judges at off if a judgement is due and no other is running.
+func (j *probationJudge) maybeJudge(s *Set, off int64) {
+	next := j.next.Load()
+	if off < next || !j.next.CompareAndSwap(next, off+j.every) {
+		return
+	}
+	if j.mu.TryLock() {
+		j.judge(s, off)
+		j.mu.Unlock()
+	}
+}
+
+// UpdateProbation judges every replica's latency at now and moves replicas
+// on and off probation. Done does this by itself at most every Window/10,
+// so callers need not; it is there for a caller that wants a judgement at
+// a given time (tests, an admin view after traffic stopped). It does
+// nothing when probation is off.
+func (s *Set) UpdateProbation(now time.Time) {
+	if !s.cfg.Probation.Enabled {
+		return
+	}
+	off := s.offset(now)
+	s.prob.mu.Lock()
+	s.prob.judge(s, off)
+	s.prob.mu.Unlock()
+}
+
+// OnProbation returns how many replicas are on probation now.
+func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
+
+// judge is one judgement at off, with j.mu held.
+//
+// Each replica's median comes from its samples of the last Window or, on
+// probation, from those taken since it went on, over the last recovery
+// span. Its peers' median is the median of the medians of the serving
+// replicas other than itself with at least MinSamples samples. A serving
+// replica diverges while its median is above Factor × its peers'; after
+// Window of that it goes on probation, worst ratio first, while the cap
+// allows. A replica on probation recovers while its median is below
+// ExitFactor × its peers'; after Window of that it comes back. Without
+// enough samples, or without peers to compare with, nothing holds: a
+// divergence or recovery in progress starts over.
+func (j *probationJudge) judge(s *Set, off int64) {
+	if off < j.last {
+		return // a judgement of a later time has been made
+	}
+	j.last = off
+	f := j.cfg
+	var buf [MaxProbationSamples]int64
+	for i := range j.state {
+		p := &j.state[i]
+		from := off - j.window
+		if p.status.OnProbation() {
+			from = max(off-j.span, p.since-1)
+		}
+		r := &s.reps[i]
+		r.mu.Lock()
+		k := j.recent[i].since(from, &buf)
+		r.mu.Unlock()
+		p.n, p.p50 = k, median(buf[:k])
+	}
+	j.sort = j.sort[:0]
+	for i := range j.state {
+		if p := &j.state[i]; !p.status.OnProbation() && p.n >= f.MinSamples {
+			j.sort = append(j.sort, p.p50)
+		}
+	}
+	slices.Sort(j.sort)
+
+	// Recoveries first: they free room under the cap.
+	for i := range j.state {
+		p := &j.state[i]
+		if !p.status.OnProbation() {
+			continue
+		}
+		p.peers = peersMedian(j.sort, -1)
+		if p.n < f.MinSamples || len(j.sort) == 0 || p.p50 >= f.ExitFactor*p.peers {
+			p.status, p.hold = OnProbation, 0
+			continue
+		}
+		if p.status != Recovering {
+			p.status, p.hold = Recovering, off
+		}
+		if off-p.hold >= j.window {
+			p.moveP50, p.movePeers, p.moveHeld = p.p50, p.peers, off-p.hold
+			p.status, p.since, p.hold = Serving, off, 0
+			p.exits++
+			s.reps[i].probation.Store(false)
+			s.onProbation.Add(-1)
+		}
+	}
+	// Divergences.
+	ready := 0
+	for i := range j.state {
+		p := &j.state[i]
+		if p.status.OnProbation() || p.status == Serving && p.exits > 0 && p.since == off {
+			continue // on probation, or just came off: judged from shadows, not among j.sort
+		}
+		p.capped = false
+		if p.n < f.MinSamples {
+			p.peers = peersMedian(j.sort, -1)
+		} else {
+			// Its own median is among the sorted ones: leave it out.
+			self, _ := slices.BinarySearch(j.sort, p.p50)
+			p.peers = peersMedian(j.sort, self)
+		}
+		if p.n < f.MinSamples || len(j.sort) < 2 || p.p50 <= f.Factor*p.peers {
+			if p.status == Diverging {
+				p.status, p.hold = Serving, 0
+			}
+			continue
+		}
+		if p.status != Diverging {
+			p.status, p.hold = Diverging, off
+		}
+		if off-p.hold >= j.window {
+			ready++
+		}
+	}
+	// Those that diverged for Window go on probation, the worst first,
+	// while the cap allows; the others wait, capped.
+	for ; ready > 0; ready-- {
+		worst, ratio := -1, 0.0
+		for i := range j.state {
+			p := &j.state[i]
+			if p.status != Diverging || p.capped || off-p.hold < j.window {
+				continue
+			}
+			if r := ratioOf(p.p50, p.peers); worst < 0 || r > ratio {
+				worst, ratio = i, r
+			}
+		}
+		p := &j.state[worst]
+		if int(s.onProbation.Load()) >= j.maxOn {
+			p.capped = true
+			continue
+		}
+		p.moveP50, p.movePeers, p.moveHeld = p.p50, p.peers, off-p.hold
+		p.status, p.since, p.hold = OnProbation, off, 0
+		p.entries++
+		r := &s.reps[worst]
+		r.nextShadow.Store(off) // the first shadow is due at once
+		r.probation.Store(true)
+		s.onProbation.Add(1)
+	}
+}
+
+// median returns the median of v (sorted in place), 0 for none.
+func median(v []int64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return float64(v[m])
+	}
+	return (float64(v[m-1]) + float64(v[m])) / 2
+}
+
+// peersMedian returns the median of sorted without its element at skip
+// (-1: none), 0 when nothing is left.
+func peersMedian(sorted []float64, skip int) float64 {
+	n := len(sorted)
+	if skip >= 0 {
+		n--
+	}
+	if n <= 0 {
+		return 0
+	}
+	at := func(k int) float64 {
+		if skip >= 0 && k >= skip {
+			k++
+		}
+		return sorted[k]
+	}
+	if n%2 == 1 {
+		return at(n / 2)
+	}
+	return (at(n/2-1) + at(n/2)) / 2
+}
+
+func ratioOf(p50, peers float64) float64 {
+	if peers <= 0 {
+		return math.Inf(1)
+	}
+	return p50 / peers
+}
+
+// PickShadow returns a ticket for a shadow request, if one is due at now:
+// a duplicate of a request already answered, sent to a replica on
+// probation only to measure it, its answer read and discarded. Each
+// replica on probation is due one at most every 1/ShadowRate; the first
+// that is due (and whose breaker admits a request: a shadow may be its
+// half-open probe) is taken. The caller sends the shadow, off the client's
+// path, and gives the ticket back with Done like any other: its latency is
+// what brings the replica back from probation, its failure moves the
+// breaker. A shadow whose replica turned out unavailable is not retried
+// before its next turn.
+//
+// ok is false, and i is -1, when no shadow is due; with no replica on
+// probation that costs one atomic load. PickShadow does not allocate.
+func (s *Set) PickShadow(now time.Time) (i int, t Ticket, ok bool) {
+	if s.onProbation.Load() == 0 {
+		return -1, Ticket{}, false
+	}
+	off := s.offset(now)
+	for j := range s.reps {
+		r := &s.reps[j]
+		if !r.probation.Load() {
+			continue
+		}
+		next := r.nextShadow.Load()
+		if off < next || !r.nextShadow.CompareAndSwap(next, off+s.prob.shadowEvery) {
+			continue
+		}
+		if t, ok := s.admit(j, off); ok {
+			t.kind |= ticketShadow
+			r.shadows.Add(1)
+			return j, t, true
+		}
+	}
+	return -1, Ticket{}, false
+}
+
+// probationState returns replica i's probation as of the last judgement,
+// or nil when probation is off. It takes the judge's mu.
+func (s *Set) probationState(i int) *ProbationState {
+	if !s.cfg.Probation.Enabled {
+		return nil
+	}
+	j := &s.prob
+	j.mu.Lock()
+	p := j.state[i]
+	last, onProb := j.last, int(s.onProbation.Load())
+	j.mu.Unlock()
+	st := &ProbationState{
+		Status: p.status, P50Ms: p.p50 / 1e6, PeersP50Ms: p.peers / 1e6, Samples: p.n,
+		Entries: p.entries, Exits: p.exits, Shadows: s.reps[i].shadows.Load(),
+	}
+	window := time.Duration(j.window)
+	switch p.status {
+	case Serving:
+		if p.exits > 0 {
+			st.Since = s.timeAt(p.since)
+			st.Reason = "came off probation: " + judgement(p.moveP50, p.movePeers) +
+				" for " + short(time.Duration(p.moveHeld)).String()
+		}
+	case Diverging:
+		st.Since = s.timeAt(p.hold)
+		st.Reason = judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
+			" of " + window.String()
+		if p.capped {
+			st.Reason += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
+				" replicas on probation already"
+		}
+	case OnProbation, Recovering:
+		st.Since = s.timeAt(p.since)
+		st.Reason = judgement(p.moveP50, p.movePeers) + " for " + short(time.Duration(p.moveHeld)).String()
+		if p.status == Recovering {
+			st.Reason += "; recovering: " + judgement(p.p50, p.peers) + " for " +
+				short(time.Duration(last-p.hold)).String() + " of " + window.String()
+		}
+	}
+	return st
+}
+
+// judgement says how a median compares with its peers', such as "p50 41ms
+// is 8.2x peers' 5ms".
+func judgement(p50, peers float64) string {
+	var b strings.Builder
+	b.WriteString("p50 ")
+	b.WriteString(short(time.Duration(p50)).String())
+	if peers > 0 {
+		b.WriteString(" is ")
+		b.WriteString(strconv.FormatFloat(p50/peers, 'f', 1, 64))
+		b.WriteString("x")
+	} else {
+		b.WriteString(" against")
+	}
+	b.WriteString(" peers' ")
+	b.WriteString(short(time.Duration(peers)).String())
+	return b.String()
+}
+
+// short rounds d to two significant digits, for words.
+func short(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	u := time.Duration(1)
+	for d/u >= 100 {
+		u *= 10
+	}
+	return d.Round(u)
+}
