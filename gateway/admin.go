@@ -16,7 +16,7 @@ import (
 //	/healthz         200 while the process serves (liveness only)
 //	/readyz          200 when at least one replica would take a request, else 503
 //	/metrics         Prometheus text format
-//	/debug/replicas  JSON: each replica's breaker, latency, probation and counts, and the hedger's state
+//	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, and the hedger's state
 func (g *Gateway) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -42,8 +42,16 @@ func (g *Gateway) Admin() http.Handler {
 	return mux
 }
 
+// Modes, as DebugState shows them.
+const (
+	ModeHedge = "hedge" // reads are hedged after a delay
+	ModeTied  = "tied"  // reads are tied requests (Config.Tied)
+)
+
 // DebugState is what /debug/replicas shows.
 type DebugState struct {
+	// Mode is ModeHedge or ModeTied.
+	Mode string `json:"mode"`
 	// Replicas are the replicas' states; each one's probation (status,
 	// since, reason, latency against its peers', shadows) is under
 	// "probation", absent when probation is off.
@@ -51,6 +59,15 @@ type DebugState struct {
 	Hedge     HedgeState      `json:"hedge"`
 	InFlight  InFlight        `json:"inFlight"`
 	Probation ProbationState  `json:"probation"`
+	// Tied is tied mode's settings and counts; absent in hedge mode.
+	Tied *TiedState `json:"tied,omitempty"`
+}
+
+// TiedState is tied mode's settings and what it has counted.
+type TiedState struct {
+	// DelayMs is how long a first copy waits alone (0: both at once).
+	DelayMs float64 `json:"delayMs"`
+	TiedCounts
 }
 
 // ProbationState is the gateway's side of probation: settings, how many
@@ -92,7 +109,8 @@ type InFlight struct {
 // Debug returns the gateway's state at now.
 func (g *Gateway) Debug(now time.Time) DebugState {
 	st := g.hedger.StatsAt(now)
-	return DebugState{
+	d := DebugState{
+		Mode:     ModeHedge,
 		Replicas: g.set.Snapshot(now),
 		Hedge: HedgeState{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
@@ -105,6 +123,11 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 		},
 		Probation: g.probationState(),
 	}
+	if g.tied {
+		d.Mode = ModeTied
+		d.Tied = &TiedState{DelayMs: ms(max(g.cfg.TiedDelay, 0)), TiedCounts: g.metrics.Tied()}
+	}
+	return d
 }
 
 func (g *Gateway) probationState() ProbationState {

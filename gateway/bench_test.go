@@ -95,3 +95,23 @@ func BenchmarkLoopback(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkServeHTTPTied is BenchmarkServeHTTP in tied mode, for a read
+// whose first copy answers within the tied delay (no second copy sent):
+// the tie (identity, twin's ticket, headers) is on the path.
+func BenchmarkServeHTTPTied(b *testing.B) {
+	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Tied: true,
+		Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
+	req.Header.Set("User-Agent", "wrk")
+	req.Header.Set("Accept", "*/*")
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		g.ServeHTTP(w, req)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // ErrInvalid wraps every configuration error of New.
@@ -46,8 +47,54 @@ type Config struct {
 	// Policy is the hedging policy. The zero Policy hedges after an
 	// adaptive delay (p95 of recent latencies), at most one hedge per
 	// request, within a budget of 10% extra attempts (burst 10), with the
-	// overload gate on.
+	// overload gate on. With Tied, see there for what applies.
 	Policy hedge.Policy
+
+	// Tied sends every read as a tied request (package tied) instead of
+	// hedging it: the first copy to the primary, picked as always; the
+	// second, TiedDelay later unless the first has answered acceptably,
+	// to the replica a hedge would get (PickAlternate: never the primary,
+	// never one on probation); both carry one tie identity
+	// (tied.TieHeader) and the base URL of the other copy's backend
+	// (tied.PeerHeader), and the second is marked as a hedge
+	// (hedge.HedgeHeader), so that a tied.Server queues it behind first
+	// copies. The first acceptable answer wins and the other copy is
+	// cancelled. An answer dropped for its twin (tied.Dropped) never
+	// wins and is neutral for the breaker and for latency: it tells how
+	// soon the twin started elsewhere, nothing about its own replica.
+	//
+	// The backends must run tied.Server middleware with the other
+	// backends in its Peers (each backend's base URL as written here,
+	// canonicalised): it is their cancelling each other that keeps the
+	// duplicate work small. Without it every second copy runs in full.
+	// At least two backends are needed.
+	//
+	// Bounds: the second copy is a hedge to the engine, so the budget
+	// applies (Policy.Budget; nil means one credit per read and a burst
+	// of MaxInFlightRequests, at least 10: every read may be tied, never
+	// with more than two copies; a burst below the reads that may start
+	// within one TiedDelay of each other leaves some of them untied),
+	// as does deadline awareness (no second copy that the time left
+	// cannot cover) and the attempt limit (no second copy without a free
+	// slot in MaxInFlightAttempts, whose default doubles). The overload
+	// gate is off: every read wants its second copy by design, so the
+	// share of reads that want one says nothing of overload; the
+	// servers' queues, which serve second copies last and drop them once
+	// the twin starts, take its place. Policy.Delay must be zero (the
+	// delay is TiedDelay; Policy.Adaptive is unused), Policy.MaxAttempts
+	// zero or 2, and Policy.Gate is ignored. A read for which, as its
+	// primary is picked, no second replica is available, or the budget
+	// or the deadline would not allow a second copy, goes alone, untied;
+	// one whose first copy fails before the second is due gets the
+	// second at once, untied (nothing is left to cancel). Default false.
+	Tied bool
+
+	// TiedDelay is how long the first copy of a tied request waits alone
+	// before the second is sent. Default tied.DefaultDelay (1ms, about
+	// twice a network delay inside a data centre, as in The Tail at
+	// Scale); negative sends both at once (the second a nanosecond after
+	// the first). Used only with Tied.
+	TiedDelay time.Duration
 
 	// MaxInFlightRequests bounds client requests being served; beyond it a
 	// request is refused at once with 503 and Retry-After. Default 128.
@@ -56,7 +103,8 @@ type Config struct {
 	// MaxInFlightAttempts bounds backend attempts (primaries and hedges)
 	// in flight. A request whose primary finds no free slot gets 503; a
 	// hedge that finds none is not sent (counted as suppressed for
-	// capacity). Default MaxInFlightRequests + MaxInFlightRequests/4.
+	// capacity). Default MaxInFlightRequests + MaxInFlightRequests/4;
+	// with Tied, 2 × MaxInFlightRequests.
 	MaxInFlightAttempts int
 
 	// Timeout bounds each request, hedges included; past it the client
@@ -138,6 +186,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInFlightAttempts == 0 {
 		c.MaxInFlightAttempts = c.MaxInFlightRequests + c.MaxInFlightRequests/4
+		if c.Tied {
+			// Every read may have both copies out: second copies must
+			// not take the slots that primaries need.
+			c.MaxInFlightAttempts = 2 * c.MaxInFlightRequests
+		}
 	}
 	if c.MaxInFlightAttempts < 1 {
 		return c, fmt.Errorf("%w: max in-flight attempts %d must be at least 1", ErrInvalid, c.MaxInFlightAttempts)
@@ -167,6 +220,19 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: negative shadow timeout %v", ErrInvalid, c.ShadowTimeout)
 	}
 	c.Replica.Probation.Enabled = !c.DisableProbation
+	if c.Tied {
+		switch {
+		case len(c.Backends) < 2:
+			return c, fmt.Errorf("%w: tied requests need at least two backends, have %d", ErrInvalid, len(c.Backends))
+		case c.Policy.Delay != 0:
+			return c, fmt.Errorf("%w: policy delay %v with tied requests: the second copy goes after TiedDelay", ErrInvalid, c.Policy.Delay)
+		case c.Policy.MaxAttempts != 0 && c.Policy.MaxAttempts != 2:
+			return c, fmt.Errorf("%w: max attempts %d with tied requests: a tied request is two copies", ErrInvalid, c.Policy.MaxAttempts)
+		}
+		if c.TiedDelay == 0 {
+			c.TiedDelay = tied.DefaultDelay
+		}
+	}
 	switch c.BackendProtocol {
 	case "":
 		c.BackendProtocol = ProtocolHTTP1

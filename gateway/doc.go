@@ -40,6 +40,38 @@
 // An attempt after a failure may still go to a replica on probation when
 // no other is left. Close cancels the shadows in flight and waits for them.
 //
+// With Config.Tied, every read is a tied request instead (package tied;
+// The Tail at Scale): the first copy to the primary, the second TiedDelay
+// later (1ms by default; both at once if negative), unless the first has
+// answered acceptably, to the replica a hedge would get; both carry one
+// tie identity (Tailgate-Tie) and the base URL of the other copy's backend
+// (Tailgate-Tie-Peer), and the second is marked as a hedge. The backends
+// are expected to run tied.Server middleware with each other in its
+// Peers: the one that starts a copy first has the other dropped from its
+// queue, so the work runs about once, and duplicates wait behind first
+// copies. The first acceptable answer wins and the other copy is
+// cancelled; an answer dropped for its twin (503 with
+// Tailgate-Tie-Dropped) never wins, and is neutral for the breaker and
+// for latency (peak-EWMA and probation), as a cancelled attempt that took
+// no time: it says how soon the twin started elsewhere, not how its own
+// replica is. Tied copies run on the hedging path, so replica choice,
+// breakers, probation, receipts and metrics are the same: a second copy
+// counts as a hedge attempt (tailgate_attempts_total{role="hedge"},
+// tailgate_hedge_wins_total), and a copy that fails or is dropped once
+// both are out counts as a hedge suppressed for maxAttempts (nothing is
+// left to send). The duplicate work stays bounded: the budget (by default
+// one credit per read, so every read may be tied, never more than two
+// copies), the attempt limit (a second copy needs a free slot; the default
+// limit doubles), and deadlines (no second copy that the time left cannot
+// cover) apply to second copies; the overload gate does not, since every
+// read wants its second copy. A read that cannot have a second copy (no
+// other replica available, no budget credit, too little time) goes alone
+// and untied, and one whose first copy fails before the second is due gets
+// the second at once, untied. Client requests never carry their own tie
+// headers through the gateway. tailgate_tied_copies_total,
+// tailgate_tied_dropped_total and tailgate_tied_requests_total count tied
+// mode, and /debug/replicas shows it.
+//
 // Admin returns the admin handler for a separate listener: /healthz,
 // /readyz, /metrics (Prometheus) and /debug/replicas.
 package gateway

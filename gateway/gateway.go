@@ -18,6 +18,7 @@ import (
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // Gateway is an http.Handler that proxies reads to replicas with hedging.
@@ -52,6 +53,14 @@ type Gateway struct {
 
 	// Shadow requests to replicas on probation (see shadow.go).
 	shadows shadows
+
+	// Tied requests (see tied.go): on with Config.Tied. origins are the
+	// backends' base URLs, by index, as tied.PeerHeader names them;
+	// budget is the engine's, which a read consults before it is tied.
+	tied      bool
+	tiedDelay time.Duration // the engine's delay: TiedDelay, at least 1ns
+	origins   []string
+	budget    *hedge.Budget
 }
 
 // stampSlack is the deadline Transport's Slack: the primary's
@@ -81,7 +90,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, epoch: time.Now()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
 	g.requests.max = int64(cfg.MaxInFlightRequests)
 	g.attempts.max = int64(cfg.MaxInFlightAttempts)
 	g.metrics = newMetrics(g)
@@ -89,6 +98,11 @@ func New(cfg Config) (*Gateway, error) {
 	policy.Observer = chainObservers(g.metrics, policy.Observer)
 	if policy.Timeout == 0 {
 		policy.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
+	}
+	if cfg.Tied {
+		if err := g.initTied(&policy); err != nil {
+			return nil, err
+		}
 	}
 	g.timeout, g.timeoutValue = policy.Timeout, stamp(policy.Timeout)
 	if g.hedger, err = hedge.New(policy); err != nil {
@@ -99,17 +113,22 @@ func New(cfg Config) (*Gateway, error) {
 	if g.base == nil {
 		g.base = newBase(cfg)
 	}
+	// Each attempt tells its replica how long it has left, as of when it
+	// is sent: a hedge launched later claims less than the primary. serve
+	// writes the primary's value, stampSlack short of the time left, as
+	// it builds the request, so only a request sent more than stampSlack
+	// later is copied to be rewritten.
+	var base http.RoundTripper = &deadline.Transport{Base: g.base, Slack: stampSlack}
+	acceptFunc := accept
+	if g.tied {
+		base, acceptFunc = &tieBase{next: base}, acceptTied
+	}
 	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		// Each attempt tells its replica how long it has left, as of when
-		// it is sent: a hedge launched later claims less than the primary.
-		// serve writes the primary's value, stampSlack short of the time
-		// left, as it builds the request, so only a request sent more than
-		// stampSlack later is copied to be rewritten.
-		Base:         &deadline.Transport{Base: g.base, Slack: stampSlack},
+		Base:         base,
 		Hedger:       g.hedger,
 		Targets:      cfg.Backends,
 		MaxBodyBytes: cfg.MaxResponseBytes,
-		Accept:       accept,
+		Accept:       acceptFunc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -243,9 +262,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 	x := g.exchange()
 	// The request to forward lives in the pooled exchange: a copy of r
 	// (with r's context; the engine adds the timeout) whose URL, header and
-	// body are replaced.
+	// body are replaced. A tied read's context also carries its tie.
 	out := &x.req
-	*out = *r
+	if g.tied {
+		x.tc = &tieCtx{Context: r.Context()}
+		*out = *r.WithContext(x.tc)
+	} else {
+		*out = *r
+	}
 	out.URL = x.target(r)
 	out.Header = forwardedHeaders(r)
 	if budgetValue != nil {
@@ -260,10 +284,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 	out.Close = false
 
 	resp, err := g.transport.RoundTripWith(out, x)
-	if err == nil && !acceptable(resp) {
+	if x.tc != nil {
+		g.settleTie(x, resp, err)
+	}
+	if err == nil && !g.accepted(resp) {
 		// Nothing acceptable came back: the engine hands over the last
 		// refused answer (a 5xx, a stray 1xx). Every attempt failed.
 		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		if g.tied && tied.Dropped(resp) {
+			err = errors.New("the last answer was a copy dropped for its twin")
+		}
 		resp.Body.Close()
 		resp = nil
 	}
@@ -386,6 +416,12 @@ type exchange struct {
 	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
 	refs    atomic.Int32                    // the handler and each attempt still running
 	started bool                            // the primary was picked (set on the handler's goroutine)
+
+	// Tied mode only (see tied.go).
+	tc       *tieCtx                       // the read's tie, in its context
+	twinHeld bool                          // tickets[1] is the twin's, held for the second copy, not yet given to an attempt
+	first    atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
+	exclude  [1]int                        // PickAlternate's argument for the twin
 }
 
 func (g *Gateway) exchange() *exchange {
@@ -404,6 +440,10 @@ func (x *exchange) unref() {
 		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
 		x.picked = [hedge.MaxAttemptsCap]time.Time{}
 		x.started = false
+		if x.tc != nil {
+			x.tc, x.twinHeld = nil, false
+			x.first.Store(nil)
+		}
 		x.g.exchanges.Put(x)
 	}
 }
@@ -430,7 +470,8 @@ func targetURL(r *http.Request) url.URL {
 // Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
 // replica no earlier attempt used. A hedge never goes to a replica on
 // probation; an attempt after a failure does when nothing else is left (a
-// slow answer beats an error).
+// slow answer beats an error). In tied mode the second copy's replica is
+// picked with the primary (see tie).
 func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	now := time.Now()
 	var i int
@@ -439,6 +480,11 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	switch {
 	case a.Index == 0:
 		i, t, ok = x.g.set.PickPrimary(now)
+		if ok && x.tc != nil {
+			x.tie(now, i)
+		}
+	case x.tc != nil:
+		return x.pickTwin(now, a, used)
 	case a.Trigger == hedge.TriggerFailure:
 		i, t, ok = x.g.set.PickRetry(now, used)
 	default:
@@ -456,8 +502,16 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 // Admit implements hedge.RequestHooks: a hedge needs a free attempt slot.
 func (x *exchange) Admit(a hedge.Attempt) bool {
 	if !x.g.attempts.tryAcquire() {
-		x.g.set.Done(x.tickets[a.Index], replica.Canceled, time.Now())
+		// Given back as picked: it took no time, so it is no latency
+		// sample, not even a lower bound.
+		x.g.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
+		if x.tc != nil {
+			x.tc.tied[a.Index] = false // not sent after all
+		}
 		return false
+	}
+	if x.tc != nil && x.tc.tied[a.Index] {
+		x.g.metrics.tiedCopy(a.Index)
 	}
 	x.refs.Add(1)
 	return true
@@ -467,7 +521,14 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 // replica's breaker and latency, and its slot is freed.
 func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed time.Duration) {
 	// The attempt started as its replica was picked: no clock read needed.
-	x.g.set.Done(x.tickets[a.Index], outcome(resp, err), x.picked[a.Index].Add(elapsed))
+	// (A tied second copy's replica was picked with the primary: picked
+	// is then its ticket's start, and the latency the set records, from
+	// that start to the time given, is still elapsed.)
+	o, end := outcome(resp, err), x.picked[a.Index].Add(elapsed)
+	if x.tc != nil {
+		o, end = x.tiedDone(a, resp, o, end)
+	}
+	x.g.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
 	x.unref()
 }
@@ -477,6 +538,12 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed
 // 500.
 func acceptable(resp *http.Response) bool {
 	return resp.StatusCode >= 200 && resp.StatusCode < 500
+}
+
+// accepted reports whether resp, returned by the engine, won: in tied
+// mode an answer dropped for its twin never does, whatever its status.
+func (g *Gateway) accepted(resp *http.Response) bool {
+	return acceptable(resp) && !(g.tied && tied.Dropped(resp))
 }
 
 // accept is acceptable as a hedge.TransportConfig.Accept.

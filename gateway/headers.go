@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // hopHeaders are meaningful for one connection only (RFC 9110 §7.6.1) and
@@ -53,11 +55,16 @@ func copyEndToEnd(dst, src http.Header) {
 }
 
 // forwardedHeaders builds the header of the request sent to a replica: the
-// client's end-to-end headers plus X-Forwarded-For (the client's address
-// appended), X-Forwarded-Host and X-Forwarded-Proto.
+// client's end-to-end headers, but for tie headers, plus X-Forwarded-For
+// (the client's address appended), X-Forwarded-Host and X-Forwarded-Proto.
 func forwardedHeaders(r *http.Request) http.Header {
 	h := make(http.Header, len(r.Header)+3)
 	copyEndToEnd(h, r.Header)
+	// Ties are the gateway's to make (Config.Tied): a client's would have
+	// replicas running tied.Server send cancels on its behalf, and drop
+	// copies the gateway would then take for failures.
+	delete(h, tied.TieHeader)
+	delete(h, tied.PeerHeader)
 	vals := make([]string, 3) // one backing array for the three values
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {

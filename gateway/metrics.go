@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // Metrics holds the gateway's Prometheus series in a registry of its own.
@@ -29,6 +30,11 @@ type Metrics struct {
 	late        prometheus.Counter
 	cancelsSeen prometheus.Counter
 	shadows     map[string]prometheus.Counter // by outcome
+
+	// Tied mode only: nil otherwise.
+	tiedCopies   []prometheus.Counter          // by copy: first, second
+	tiedDropped  map[string]prometheus.Counter // by when: queued, arrival
+	tiedRequests map[string]prometheus.Counter // by outcome
 }
 
 // Registry returns the registry holding the gateway's series.
@@ -47,11 +53,11 @@ func newMetrics(g *Gateway) *Metrics {
 	})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempts_total",
-		Help: "Backend attempts started, by role: primary or hedge.",
+		Help: "Backend attempts started, by role: primary or hedge (in tied mode, a second copy or an attempt after a failure).",
 	}, []string{"role"})
 	m.hedgeWins = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tailgate_hedge_wins_total",
-		Help: "Requests answered by a hedge rather than the primary.",
+		Help: "Requests answered by a hedge (in tied mode, the second attempt) rather than the primary.",
 	})
 	suppressed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_hedges_suppressed_total",
@@ -93,7 +99,81 @@ func newMetrics(g *Gateway) *Metrics {
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
 		m.late, m.cancelsSeen, shadows, &stateCollector{g: g})
+	if g.tied {
+		m.registerTied()
+	}
 	return m
+}
+
+// registerTied adds the series of tied mode.
+func (m *Metrics) registerTied() {
+	copies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_tied_copies_total",
+		Help: "Tied copies launched (carrying Tailgate-Tie and Tailgate-Tie-Peer), by copy: first (the primary) or second (sent the tied delay later, marked as a hedge). They are also counted in tailgate_attempts_total, as primary and hedge.",
+	}, []string{"copy"})
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_tied_dropped_total",
+		Help: "Answers to tied copies that their replica dropped unrun because the twin had started elsewhere (503 with Tailgate-Tie-Dropped), by when: queued or arrival. Never winners; neutral for breakers and latency.",
+	}, []string{"when"})
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_tied_requests_total",
+		Help: "Reads in tied mode, by outcome: first or second (the copy whose answer won), retry (the first copy failed before the second was due; the second went at once, untied, and won), untied (sent alone: no second replica available, or the budget or deadline would not allow a second copy), failed (tied, no acceptable answer).",
+	}, []string{"outcome"})
+	for _, c := range tiedCopies {
+		m.tiedCopies = append(m.tiedCopies, copies.WithLabelValues(c))
+	}
+	m.tiedDropped = map[string]prometheus.Counter{}
+	for _, w := range tiedDropped {
+		m.tiedDropped[w] = dropped.WithLabelValues(w)
+	}
+	m.tiedRequests = map[string]prometheus.Counter{}
+	for _, o := range tiedOutcomes {
+		m.tiedRequests[o] = requests.WithLabelValues(o)
+	}
+	m.registry.MustRegister(copies, dropped, requests)
+}
+
+func (m *Metrics) tiedCopy(i int)             { m.tiedCopies[i].Inc() }
+func (m *Metrics) tiedRequest(outcome string) { m.tiedRequests[outcome].Inc() }
+
+// tiedDrop counts a dropped answer by its tied.DroppedHeader value.
+func (m *Metrics) tiedDrop(when string) {
+	if when != tied.DroppedOnArrival {
+		when = tied.DroppedQueued // the only other value a tied.Server sends
+	}
+	m.tiedDropped[when].Inc()
+}
+
+// TiedCounts is what a gateway in tied mode has counted: copies sent,
+// dropped answers received, and reads by outcome (see Metrics.Tied).
+type TiedCounts struct {
+	FirstCopies  int64 `json:"firstCopies"`
+	SecondCopies int64 `json:"secondCopies"`
+	// DroppedQueued and DroppedOnArrival count answers dropped for their
+	// twin, by tied.DroppedHeader.
+	DroppedQueued    int64 `json:"droppedQueued"`
+	DroppedOnArrival int64 `json:"droppedOnArrival"`
+	// Requests counts reads by outcome: first, second, retry, untied,
+	// failed.
+	Requests map[string]int64 `json:"requests"`
+}
+
+// Tied reports the tied-mode counts so far; zero when the gateway is not
+// in tied mode. The lab reconciles them with what its replicas counted.
+func (m *Metrics) Tied() TiedCounts {
+	if m.tiedCopies == nil {
+		return TiedCounts{}
+	}
+	c := TiedCounts{
+		FirstCopies: counterInt(m.tiedCopies[0]), SecondCopies: counterInt(m.tiedCopies[1]),
+		DroppedQueued:    counterInt(m.tiedDropped[tied.DroppedQueued]),
+		DroppedOnArrival: counterInt(m.tiedDropped[tied.DroppedOnArrival]),
+		Requests:         map[string]int64{},
+	}
+	for _, o := range tiedOutcomes {
+		c.Requests[o] = counterInt(m.tiedRequests[o])
+	}
+	return c
 }
 
 func (m *Metrics) observeRequest(code int, d time.Duration) {

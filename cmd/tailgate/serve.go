@@ -16,6 +16,7 @@ import (
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 const serveSynopsis = `Runs the read gateway: a reverse proxy for GET and HEAD that sends each
@@ -35,6 +36,24 @@ Tailgate-Shadow: 1, their answers discarded) until they show it recovered
 -probation-max-share of the replicas are on probation at once, rounded down,
 but at least one (of two or more) and never all. -probation=false turns it
 off.
+
+With -tied, every read is a tied request instead (The Tail at Scale): the
+first copy to the primary, the second -tied-delay later (unless the first
+has answered) to another replica, both carrying one Tailgate-Tie identity
+and, in Tailgate-Tie-Peer, the base URL of the other copy's backend; the
+second is marked Tailgate-Hedge. The first acceptable answer wins and the
+other copy is cancelled. The backends must run tied.Server middleware (Go
+package github.com/tailgate-dev/tailgate/tied) with the other backends, as
+listed in -backends, in its Peers: the server that starts a copy first has
+the other dropped from its queue, so the work runs about once. Without it,
+every read runs twice. The budget still bounds second copies (-hedge-fraction
+defaults to 1 then, -hedge-burst to -max-requests: every read may be tied,
+never with more than two copies), as do -max-attempts (default max-requests
+x 2 then) and deadlines; the overload gate is off, since every read wants
+its second copy.
+
+  tailgate serve -tied -tied-delay 1ms \
+    -backends http://10.0.0.1:8081,http://10.0.0.2:8081
 
 SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
 -drain-timeout), cancels shadow requests, and exits 0.`
@@ -61,6 +80,10 @@ type serveFlags struct {
 	probWindow     time.Duration
 	probMaxShare   float64
 	shadowRate     float64
+	tied           bool
+	tiedDelay      time.Duration
+
+	fs *flag.FlagSet // to tell the flags given from defaults
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -89,15 +112,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // register defines the serve flags on fs, to be parsed into f.
 func (f *serveFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address for client traffic")
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", `address for /healthz, /readyz, /metrics and /debug/replicas ("" disables)`)
 	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
-	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1]")
-	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1)")
+	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1] (with -tied, 1 unless given)")
+	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1; with -tied, at least -max-requests unless given)")
 	fs.IntVar(&f.attempts, "hedge-max-attempts", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d)", hedge.MaxAttemptsCap))
 	fs.IntVar(&f.maxRequests, "max-requests", gateway.DefaultMaxInFlightRequests, "client requests in flight; beyond it: 503 with Retry-After")
-	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25)")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
 	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
 	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: how far the share of late requests may exceed the expected hedge share (the budget fraction) before hedging pauses, in (0, 1]")
@@ -111,6 +135,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.probWindow, "probation-window", replica.DefaultProbationWindow, "probation: how long a divergence, or a recovery, must last (> 0)")
 	fs.Float64Var(&f.probMaxShare, "probation-max-share", replica.DefaultProbationMaxShare, "probation: most replicas on probation at once, as a share in (0, 1] (rounded down, but at least 1 of 2 or more, never all)")
 	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (> 0)")
+	fs.BoolVar(&f.tied, "tied", false, "tied requests instead of hedging: each read also goes, -tied-delay later, to a second replica, the copies naming each other's backend (Tailgate-Tie, Tailgate-Tie-Peer); the backends must run tied.Server with the other backends in its Peers, or every read runs twice; needs two backends or more")
+	fs.DurationVar(&f.tiedDelay, "tied-delay", tied.DefaultDelay, "tied: how long the first copy waits alone before the second is sent (0 or negative: both at once)")
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -126,7 +152,39 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	if err != nil {
 		return cfg, nil, fmt.Errorf("-hedge-delay: %w", err)
 	}
-	budget, err := hedge.NewBudget(f.fraction, f.burst)
+	given := map[string]bool{}
+	if f.fs != nil {
+		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	}
+	fraction, burst := f.fraction, f.burst
+	if f.tied {
+		switch {
+		case given["hedge-delay"]:
+			return cfg, nil, errors.New("-hedge-delay does not apply with -tied: the second copy goes after -tied-delay")
+		case given["gate-threshold"]:
+			return cfg, nil, errors.New("-gate-threshold does not apply with -tied: the overload gate is off, since every read wants its second copy")
+		case f.attempts != 2:
+			return cfg, nil, fmt.Errorf("-hedge-max-attempts %d does not apply with -tied: a tied request is two copies", f.attempts)
+		case f.tiedDelay >= f.timeout:
+			return cfg, nil, fmt.Errorf("-tied-delay %v must be shorter than -timeout %v", f.tiedDelay, f.timeout)
+		}
+		fixed, q = 0, 0
+		if !given["hedge-fraction"] {
+			fraction = 1 // every read may be tied: at most one extra copy a read
+		}
+		if !given["hedge-burst"] {
+			// Room for the credit of every read in flight, earned as it
+			// starts and spent a delay later (see gateway.Config.Tied).
+			burst = max(burst, float64(f.maxRequests))
+		}
+		cfg.Tied, cfg.TiedDelay = true, f.tiedDelay
+		if f.tiedDelay <= 0 {
+			cfg.TiedDelay = -1 // at once (zero would mean the default)
+		}
+	} else if given["tied-delay"] {
+		return cfg, nil, errors.New("-tied-delay applies only with -tied")
+	}
+	budget, err := hedge.NewBudget(fraction, burst)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err)
 	}
@@ -224,7 +282,11 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 	servers := []*http.Server{srv}
 	errs := make(chan error, 2)
 	go func() { errs <- srv.Serve(ln) }()
-	logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "hedgeDelay", f.delay)
+	if f.tied {
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
+	} else {
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
+	}
 	if f.admin != "" {
 		aln, err := net.Listen("tcp", f.admin)
 		if err != nil {

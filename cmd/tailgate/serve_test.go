@@ -55,6 +55,17 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-shadow-rate", "-1"},
 		{"-backends", ok, "-shadow-rate", "Inf"},
 		{"-backends", ok, "-probation=maybe"},
+		{"-backends", ok, "-tied"}, // one backend
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied=maybe"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied-delay", "2ms"}, // without -tied
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-tied-delay", "soon"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-tied-delay", "10s"}, // not below -timeout
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-delay", "5ms"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-delay", "auto"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-gate-threshold", "0.1"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-max-attempts", "3"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-max-attempts", "1"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-fraction", "2"},
 		{"-backends", ok, "extra"},
 		{"-frobnicate"},
 	}
@@ -76,6 +87,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		`-probation-max-share float\n[^\n]*\(default 0\.1\)`,
 		`-shadow-rate float\n[^\n]*\(default 1\)`,
 		"Tailgate-Shadow: 1",
+		`-tied\n[^\n]*tied.Server[^\n]*Peers`,
+		`-tied-delay duration\n[^\n]*\(0 or negative: both at once\) \(default 1ms\)`,
+		"With -tied, every read is a tied request",
+		"Tailgate-Tie-Peer",
 	} {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("serve -h lacks %s:\n%s", want, stdout)
@@ -122,6 +137,71 @@ func TestServeProbationFlags(t *testing.T) {
 	}
 	if cfg := parse("-probation=false"); !cfg.DisableProbation {
 		t.Error("-probation=false left probation on")
+	}
+}
+
+// The tied flags reach the gateway's configuration, with their budget
+// defaults; the flags that do not apply are refused (above).
+func TestServeTiedFlags(t *testing.T) {
+	parse := func(args ...string) gateway.Config {
+		t.Helper()
+		var f serveFlags
+		fs := newFlags("serve", "", io.Discard)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"-backends", "http://127.0.0.1:1,http://127.0.0.1:2"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := f.config(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for _, tc := range []struct {
+		args            []string
+		delay           time.Duration
+		fraction, burst float64
+	}{
+		{[]string{"-tied"}, time.Millisecond, 1, 128},
+		{[]string{"-tied", "-max-requests", "4"}, time.Millisecond, 1, 10},
+		{[]string{"-tied", "-tied-delay", "3ms"}, 3 * time.Millisecond, 1, 128},
+		{[]string{"-tied", "-tied-delay", "0s"}, -1, 1, 128},
+		{[]string{"-tied", "-tied-delay", "-5ms"}, -1, 1, 128},
+		{[]string{"-tied", "-hedge-fraction", "0.5"}, time.Millisecond, 0.5, 128},
+		{[]string{"-tied", "-hedge-burst", "20"}, time.Millisecond, 1, 20},
+		{[]string{"-tied", "-hedge-max-attempts", "2", "-max-attempts", "7"}, time.Millisecond, 1, 128},
+	} {
+		cfg := parse(tc.args...)
+		if !cfg.Tied || cfg.TiedDelay != tc.delay || cfg.Policy.Budget.Fraction() != tc.fraction || cfg.Policy.Budget.Burst() != tc.burst {
+			t.Errorf("%v: tied %v delay %v budget %v/%v; want delay %v budget %v/%v", tc.args, cfg.Tied, cfg.TiedDelay,
+				cfg.Policy.Budget.Fraction(), cfg.Policy.Budget.Burst(), tc.delay, tc.fraction, tc.burst)
+		}
+		g, err := gateway.New(cfg)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		d := g.Debug(time.Now())
+		g.Close()
+		if d.Mode != gateway.ModeTied || d.Tied == nil || d.Hedge.DelayMs != max(float64(tc.delay)/1e6, 1e-6) {
+			t.Errorf("%v: mode %q, tied %+v, delay %vms", tc.args, d.Mode, d.Tied, d.Hedge.DelayMs)
+		}
+	}
+	if cfg := parse("-max-attempts", "7"); cfg.Tied || cfg.MaxInFlightAttempts != 7 {
+		t.Errorf("without -tied: %+v", cfg)
+	}
+	// The attempt limit doubles by default with -tied, as given otherwise.
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{{[]string{"-tied"}, 256}, {[]string{"-tied", "-max-attempts", "7"}, 7}, {nil, 160}} {
+		g, err := gateway.New(parse(tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Debug(time.Now()).InFlight.MaxAttempts; got != tc.want {
+			t.Errorf("%v: max attempts %d, want %d", tc.args, got, tc.want)
+		}
+		g.Close()
 	}
 }
 

@@ -1,0 +1,265 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
+)
+
+// Tied requests (Config.Tied) run on the same path as hedged ones: the
+// engine sends the second copy as its one hedge, after TiedDelay, and the
+// exchange picks replicas, holds breaker tickets and attempt slots, and
+// feeds outcomes back as it does for hedges. What tied mode adds:
+//
+//   - As the primary's replica is picked, the twin's is picked too
+//     (PickAlternate, with a ticket that the second copy uses, or that is
+//     given back unused when the read ends): the first copy must name its
+//     twin's backend as it leaves. The tie headers go into the request the
+//     gateway built, before the engine sends it.
+//   - tieBase, the engine's base transport, gives the second copy its own
+//     tied.PeerHeader (the primary's backend), and strips the tie from an
+//     attempt that goes untied.
+//   - An answer dropped for its twin is refused as a winner and given to
+//     the replica set as a cancellation that took no time.
+
+// Outcomes of tied-mode reads, as counted in tailgate_tied_requests_total.
+const (
+	tiedFirst  = "first"  // tied; the first copy's answer won
+	tiedSecond = "second" // tied; the second copy's answer won
+	tiedRetry  = "retry"  // tied; the first copy failed before the second was due, which went at once, untied, and won
+	tiedUntied = "untied" // not tied: no second replica available, or the budget or deadline would not allow a second copy
+	tiedFailed = "failed" // tied; no acceptable answer (every copy failed, a timeout, the client left)
+)
+
+var tiedOutcomes = []string{tiedFirst, tiedSecond, tiedRetry, tiedUntied, tiedFailed}
+
+// Labels of tailgate_tied_copies_total and tailgate_tied_dropped_total.
+var (
+	tiedCopies  = []string{"first", "second"}
+	tiedDropped = []string{tied.DroppedQueued, tied.DroppedOnArrival}
+)
+
+// errDropped refuses an answer dropped for its twin as a winner.
+var errDropped = errors.New("gateway: tied copy dropped for its twin")
+
+// acceptTied is accept for tied mode: an answer dropped for its twin never
+// wins, whatever its status.
+func acceptTied(resp *http.Response) error {
+	if tied.Dropped(resp) {
+		return errDropped
+	}
+	return accept(resp)
+}
+
+// tieCtx is a tied-mode read's context: the client's, plus the read's tie,
+// which tieBase finds through the attempts' contexts. It is allocated per
+// read, not pooled with the exchange: contexts derived from it may be held
+// a little longer than the exchange lives.
+type tieCtx struct {
+	context.Context
+	// vals backs the tie headers: the tie identity, then the PeerHeader
+	// of the first copy (the twin's backend) and of the second (the
+	// primary's). Written by tie, with the primary's pick.
+	vals [3]string
+	// tied[i]: copy i is sent tied. Written under the engine's lock, by
+	// Pick (and Admit, for a second copy refused a slot), before the copy
+	// starts.
+	tied [2]bool
+}
+
+type tieKey struct{}
+
+func (c *tieCtx) Value(key any) any {
+	if key == (tieKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *tieCtx) String() string { return "gateway.tieCtx" }
+
+// initTied sets the gateway up for tied requests: the engine's policy
+// (the delay, two attempts, the gate off, a budget that lets every read
+// be tied unless one is given) and the backends' base URLs.
+func (g *Gateway) initTied(p *hedge.Policy) error {
+	g.tiedDelay = max(g.cfg.TiedDelay, time.Nanosecond) // the engine's smallest fixed delay: at once, in effect
+	p.Delay = g.tiedDelay
+	p.MaxAttempts = 2
+	p.Gate.Disabled = true
+	if p.Budget == nil {
+		// One credit per read, so that every read may be tied, and room
+		// to bank the credit of every read in flight: a read earns its
+		// credit as it starts and spends it a delay later, and with the
+		// default burst a burst of reads would lose theirs to the cap.
+		b, err := hedge.NewBudget(1, float64(max(hedge.DefaultBudgetBurst, g.cfg.MaxInFlightRequests)))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		p.Budget = b
+	}
+	g.budget = p.Budget
+	for _, b := range g.cfg.Backends {
+		u, err := hedge.ParseTarget(b)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err) // checked in withDefaults: unreachable
+		}
+		g.origins = append(g.origins, u.Scheme+"://"+u.Host)
+	}
+	return nil
+}
+
+// tieable reports whether a read whose primary is picked at now, with ctx,
+// may be tied: whether its second copy, due tiedDelay later, would pass
+// the engine's checks that come before its pick, the budget and the
+// deadline, as far as can be told now. The engine checks again when the
+// copy is due. A read that is not tied goes alone: its primary names no
+// twin, so no replica is sent a cancel for a copy that will never come,
+// and its twin's replica is not held for nothing.
+func (g *Gateway) tieable(now time.Time, ctx context.Context) bool {
+	if g.budget.Credits() < 1 {
+		return false
+	}
+	if !g.checkExpected {
+		return true
+	}
+	need := g.expectedLatency(now)
+	if need <= 0 {
+		return true
+	}
+	dl := now.Add(g.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	return dl.Sub(now.Add(g.tiedDelay)) >= need
+}
+
+// tie makes the read tied as its primary is picked (replica primary, at
+// now), if it may be and another replica is available: it picks the twin's
+// replica, as a hedge's (never the primary, never one on probation), holds
+// its ticket for the second copy, and writes the tie headers into the
+// request the engine is about to send as the first copy. Called from Pick,
+// under the engine's lock, before the first copy is built.
+func (x *exchange) tie(now time.Time, primary int) {
+	g := x.g
+	if !g.tieable(now, x.tc) {
+		return
+	}
+	x.exclude[0] = primary
+	j, t, ok := g.set.PickAlternate(now, x.exclude[:])
+	if !ok {
+		return
+	}
+	x.tickets[1], x.picked[1], x.twinHeld = t, now, true
+	tc := x.tc
+	tc.vals = [3]string{tied.NewTie(), g.origins[j], g.origins[primary]}
+	tc.tied[0] = true
+	g.metrics.tiedCopy(0)
+	h := x.req.Header
+	h[tied.TieHeader] = tc.vals[0:1:1]
+	h[tied.PeerHeader] = tc.vals[1:2:2]
+}
+
+// pickTwin picks the replica of a tied-mode read's second attempt (the
+// engine makes at most two). A read that was tied sends it to the twin
+// picked with the primary: tied when it is due after the delay, untied
+// when it goes at once because the first copy failed (nothing is left to
+// cancel). A read that was not tied sends no second copy after the delay,
+// since an untied duplicate would run in full; after a failure it sends
+// one where a hedging gateway would (PickRetry).
+func (x *exchange) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bool) {
+	if a.Index != 1 {
+		return -1, false // unreachable: two attempts at most
+	}
+	if x.twinHeld {
+		x.twinHeld = false
+		x.tc.tied[1] = a.Trigger == hedge.TriggerDelay
+		return x.tickets[1].Replica(), true
+	}
+	if a.Trigger != hedge.TriggerFailure {
+		return -1, false
+	}
+	i, t, ok := x.g.set.PickRetry(now, used)
+	if ok {
+		x.tickets[1], x.picked[1] = t, now
+	}
+	return i, ok
+}
+
+// tiedDone is Done's part in tied mode: it keeps the first copy's answer,
+// to tell the winner, and makes an answer dropped for its twin neutral:
+// a cancellation that took no time, so that it moves neither the breaker
+// nor the replica's latency (peak-EWMA, probation samples). Its time
+// measures how soon the twin started on another replica, and, for a
+// second copy, which waits behind every first copy, the priority it was
+// given, not its replica's health; as a lower bound it would price up, or
+// send on probation, a replica for answering duplicates last.
+func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, o replica.Outcome, end time.Time) (replica.Outcome, time.Time) {
+	if a.Index == 0 {
+		x.first.Store(resp)
+	}
+	if tied.Dropped(resp) {
+		x.g.metrics.tiedDrop(resp.Header.Get(tied.DroppedHeader))
+		return replica.Canceled, x.picked[a.Index]
+	}
+	return o, end
+}
+
+// settleTie ends a tied-mode read, once the engine has returned: the
+// twin's ticket, if the second copy was never sent, goes back (it took
+// no time), and the read's outcome is counted.
+func (g *Gateway) settleTie(x *exchange, resp *http.Response, err error) {
+	if x.twinHeld {
+		x.twinHeld = false
+		g.set.Done(x.tickets[1], replica.Canceled, x.picked[1])
+	}
+	tc := x.tc
+	o := tiedRetry
+	switch {
+	case !tc.tied[0]:
+		o = tiedUntied
+	case err != nil || !g.accepted(resp):
+		o = tiedFailed
+	case resp == x.first.Load():
+		o = tiedFirst
+	case tc.tied[1]:
+		o = tiedSecond
+	}
+	g.metrics.tiedRequest(o)
+}
+
+// tieBase is the engine's base transport in tied mode, in front of the
+// deadline Transport. The first copy goes as the gateway built it (tie
+// wrote its headers). The engine builds the second attempt's request from
+// that one, so it inherits them: tieBase sends a copy with the second
+// copy's own PeerHeader (the first copy's backend) or, for an untied
+// attempt, without the tie headers.
+type tieBase struct{ next http.RoundTripper }
+
+func (b *tieBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	tc, _ := ctx.Value(tieKey{}).(*tieCtx)
+	a, _ := hedge.AttemptFrom(ctx)
+	if tc == nil || a.Index == 0 {
+		return b.next.RoundTrip(req)
+	}
+	tiedCopy := a.Index == 1 && tc.tied[1]
+	if !tiedCopy && len(req.Header[tied.TieHeader]) == 0 && len(req.Header[tied.PeerHeader]) == 0 {
+		return b.next.RoundTrip(req)
+	}
+	out := req.WithContext(ctx)
+	out.Header = req.Header.Clone()
+	if tiedCopy {
+		out.Header[tied.TieHeader] = tc.vals[0:1:1]
+		out.Header[tied.PeerHeader] = tc.vals[2:3:3]
+	} else {
+		delete(out.Header, tied.TieHeader)
+		delete(out.Header, tied.PeerHeader)
+	}
+	return b.next.RoundTrip(out)
+}
