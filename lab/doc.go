@@ -25,7 +25,7 @@
 // Generate offers load in open loop (Poisson arrivals, latency from the
 // scheduled time, so a stalled system cannot hide its queue) or closed
 // loop. RunCompare, RunStraggler, RunSweep, RunOverload, RunFanout,
-// RunBigtable and RunTied are the experiments of "tailgate lab"
+// RunBigtable, RunTied and RunProbation are the experiments of "tailgate lab"
 // (SimulateFanout and SimulateBigtable their fleet-scale counterparts, on
 // package lab/sim); RunDemo runs short versions of straggler, sweep and
 // overload for "tailgate demo". Each report carries its seed, configuration and

@@ -290,6 +290,59 @@ func (b Batch) String() string {
 	return "batch:keys=" + strconv.Itoa(b.Keys) + ",base=" + base.String()
 }
 
+// Phase is a replica that degrades for a while and recovers: a request
+// arriving during [From, To) since the fixture started (Request.At) takes
+// Factor times its draw from Base, capped at one minute; any other request
+// takes its draw from Base. Every request draws from Base, so outside the
+// phase the draws are those of Base alone, and the same request (same seed,
+// id and attempt) is slowed by exactly Factor inside it. It wants
+// 0 <= From < To <= 1h and 0 < Factor <= 1000. Text form:
+// phase:from=8s,to=20s,factor=20,base=MODEL (base comes last and may
+// contain commas).
+type Phase struct {
+	From   time.Duration // start of the phase, since the fixture started
+	To     time.Duration // its end (excluded)
+	Factor float64       // how many times slower a request is within it
+	Base   Model         // the service time outside it; nil means const:0s
+}
+
+// maxPhaseTime bounds Phase.From and Phase.To: they are times in a run,
+// not service times, so maxModelDuration does not bound them.
+const maxPhaseTime = time.Hour
+
+// maxPhaseFactor bounds Phase.Factor.
+const maxPhaseFactor = 1000
+
+// Sample implements Model.
+func (p Phase) Sample(rng *rand.Rand, r Request) time.Duration {
+	var d time.Duration
+	if p.Base != nil {
+		d = p.Base.Sample(rng, r)
+	}
+	if !p.Active(r.At) {
+		return d
+	}
+	x := float64(d) * p.Factor
+	if !(x < float64(maxModelDuration)) { // also catches +Inf and NaN
+		return maxModelDuration
+	}
+	return time.Duration(x)
+}
+
+// Active reports whether a request arriving at at (since the fixture
+// started) falls within the phase.
+func (p Phase) Active(at time.Duration) bool { return at >= p.From && at < p.To }
+
+// String returns the text form, as phase:from=8s,to=20s,factor=20,base=const:1ms.
+func (p Phase) String() string {
+	base := Model(Constant(0))
+	if p.Base != nil {
+		base = p.Base
+	}
+	return "phase:from=" + p.From.String() + ",to=" + p.To.String() +
+		",factor=" + strconv.FormatFloat(p.Factor, 'g', -1, 64) + ",base=" + base.String()
+}
+
 // ParseModel parses a latency model from its text form, kind:key=value,...
 // where keys may come in any order except base, which comes last:
 //
@@ -316,11 +369,17 @@ func (b Batch) String() string {
 //	batch:keys=N,base=MODEL
 //	    each request reads N keys (1 to 10000) in parallel, each taking
 //	    MODEL: it takes the slowest of N draws.
+//	phase:from=DURATION,to=DURATION,factor=X,base=MODEL
+//	    a replica that degrades for a while and recovers: a request
+//	    arriving in [from, to) since the fixture started takes X times its
+//	    draw from MODEL (capped at 1m), any other its draw from MODEL;
+//	    0 <= from < to <= 1h and X, a decimal number, in (0, 1000].
 //
 // DURATION is a Go duration such as 250us, 1.5ms or 2s; FRACTION a decimal
 // number such as 0.05; ID an unsigned integer. Fast durations may be 0,
 // the others must be positive, and slow >= fast. Every duration is at most
-// 1m, models nest at most 8 deep and the text is at most 64 KiB.
+// 1m (the from and to of a phase, times in a run, at most 1h), models nest
+// at most 8 deep and the text is at most 64 KiB.
 // Examples:
 //
 //	const:5ms
@@ -330,6 +389,7 @@ func (b Batch) String() string {
 //	stalls:every=1s,for=100ms,base=lognormal:p50=2ms,p99=10ms
 //	spikes:frac=0.0001,slow=1800ms,base=lognormal:p50=1ms,p99=12ms
 //	batch:keys=10,base=lognormal:p50=1ms,p99=6ms
+//	phase:from=8s,to=20s,factor=20,base=lognormal:p50=2ms,p99=10ms
 //
 // The String method of each model returns this form. Errors wrap ErrModel.
 func ParseModel(s string) (Model, error) {
@@ -352,6 +412,7 @@ var modelKinds = []struct{ kind, syntax string }{
 	{"stalls", "stalls:every=DURATION,for=DURATION,base=MODEL"},
 	{"spikes", "spikes:frac=FRACTION,slow=DURATION,base=MODEL"},
 	{"batch", "batch:keys=N,base=MODEL"},
+	{"phase", "phase:from=DURATION,to=DURATION,factor=X,base=MODEL"},
 }
 
 func kindSyntax(kind string) string {
@@ -496,6 +557,25 @@ func parseModel(s string, depth int) (Model, error) {
 			return nil, fmt.Errorf("batch: base: %w", err)
 		}
 		m = b
+	case "phase":
+		f, err := parseFields(body, []string{"from", "to", "factor", "base"}, nil, "base")
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		var p Phase
+		if p.From, err = fieldDuration(f, "from"); err != nil {
+			return nil, fail("%v", err)
+		}
+		if p.To, err = fieldDuration(f, "to"); err != nil {
+			return nil, fail("%v", err)
+		}
+		if p.Factor, err = strconv.ParseFloat(f["factor"], 64); err != nil {
+			return nil, fail("factor %q is not a number", f["factor"])
+		}
+		if p.Base, err = parseModel(f["base"], depth+1); err != nil {
+			return nil, fmt.Errorf("phase: base: %w", err)
+		}
+		m = p
 	}
 	if err := checkModel(m, depth); err != nil {
 		return nil, fmt.Errorf("%w; want %s", err, syntax)
@@ -597,7 +677,7 @@ func validateModel(m Model) error {
 
 func describeModel(m Model) string {
 	switch m.(type) {
-	case Constant, Lognormal, Straggler, SlowIDs, Stalls, Spikes, Batch:
+	case Constant, Lognormal, Straggler, SlowIDs, Stalls, Spikes, Batch, Phase:
 		return m.String()
 	}
 	return fmt.Sprintf("%T", m)
@@ -649,6 +729,20 @@ func checkModel(m Model, depth int) error {
 		}
 		if err := checkModel(m.Base, depth+1); err != nil {
 			return fmt.Errorf("batch: base: %w", err)
+		}
+	case Phase:
+		switch {
+		case m.From < 0 || m.From > maxPhaseTime:
+			return fmt.Errorf("phase: from %v is outside [0, %v]", m.From, maxPhaseTime)
+		case m.To <= m.From || m.To > maxPhaseTime:
+			return fmt.Errorf("phase: to %v is outside (from %v, %v]", m.To, m.From, maxPhaseTime)
+		case !(m.Factor > 0 && m.Factor <= maxPhaseFactor):
+			return fmt.Errorf("phase: factor %v is outside (0, %d]", m.Factor, maxPhaseFactor)
+		case m.Base == nil:
+			return errors.New("phase: no base model")
+		}
+		if err := checkModel(m.Base, depth+1); err != nil {
+			return fmt.Errorf("phase: base: %w", err)
 		}
 	case Stalls:
 		if err := checkDuration("stalls", "every", m.Every, false); err != nil {

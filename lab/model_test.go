@@ -146,6 +146,8 @@ func TestModelRoundTrip(t *testing.T) {
 		Spikes{Fraction: 0.0001, Slow: 1800 * time.Millisecond, Base: Lognormal{P50: time.Millisecond, P99: 12 * time.Millisecond}},
 		Batch{Keys: 10, Base: Spikes{Fraction: 0.00001, Slow: 1800 * time.Millisecond, Base: Lognormal{P50: time.Millisecond, P99: 6 * time.Millisecond}}},
 		Batch{Keys: 1, Base: Constant(0)},
+		Phase{From: 8 * time.Second, To: 20 * time.Second, Factor: 20, Base: Lognormal{P50: 2 * time.Millisecond, P99: 10 * time.Millisecond}},
+		Phase{From: 0, To: time.Hour, Factor: 0.5, Base: Phase{From: time.Millisecond, To: 1500 * time.Millisecond, Factor: 1e-3, Base: Constant(time.Second)}},
 	}
 	for _, m := range models {
 		got, err := ParseModel(m.String())
@@ -164,6 +166,7 @@ func TestModelRoundTrip(t *testing.T) {
 		"straggler:slow=40ms,frac=.05,fast=1ms":   "straggler:frac=0.05,fast=1ms,slow=40ms",
 		"slowids:primary,ids=3/17,slow=1s,fast=0": "slowids:ids=3/17,fast=0s,slow=1s,primary",
 		"stalls:for=100ms,every=1s,base=stalls:every=10ms,for=1ms,base=lognormal:p50=1ms,p99=2ms": "stalls:every=1s,for=100ms,base=stalls:every=10ms,for=1ms,base=lognormal:p50=1ms,p99=2ms",
+		"phase: factor=20.0, to=20000ms,from=8s,base=spikes:frac=0.5,slow=1s,base=const:1ms":      "phase:from=8s,to=20s,factor=20,base=spikes:frac=0.5,slow=1s,base=const:1ms",
 	} {
 		m, err := ParseModel(text)
 		if err != nil || m.String() != want {
@@ -214,6 +217,18 @@ func TestParseModelErrors(t *testing.T) {
 		{"stalls:every=1s,for=10ms,base=lognormal:p50=1ms", "stalls: base: lognormal: missing key p99"},
 		{strings.Repeat("stalls:every=1s,for=1ms,base=", 9) + "const:1ms", "models nest more than 8 deep"},
 		{strings.Repeat("x", maxModelText+1), "longer than the limit"},
+		{"phase:from=8s,to=20s,factor=20", "missing key base"},
+		{"phase:from=8s,to=20s,base=const:1ms,factor=20", "missing key factor (base takes the rest of the text, so it comes last)"},
+		{"phase:from=20s,to=8s,factor=20,base=const:1ms", "to 8s is outside (from 20s, 1h0m0s]"},
+		{"phase:from=8s,to=8s,factor=20,base=const:1ms", "to 8s is outside"},
+		{"phase:from=-1s,to=8s,factor=20,base=const:1ms", "from -1s is outside [0, 1h0m0s]"},
+		{"phase:from=0s,to=2h,factor=20,base=const:1ms", "to 2h0m0s is outside"},
+		{"phase:from=0s,to=1s,factor=0,base=const:1ms", "factor 0 is outside (0, 1000]"},
+		{"phase:from=0s,to=1s,factor=1001,base=const:1ms", "factor 1001 is outside"},
+		{"phase:from=0s,to=1s,factor=NaN,base=const:1ms", "factor NaN is outside"},
+		{"phase:from=0s,to=1s,factor=slow,base=const:1ms", `factor "slow" is not a number`},
+		{"phase:from=0s,to=1s,factor=2,base=const:2m", "phase: base: const: duration 2m0s is above the limit"},
+		{"phase:from=soon,to=1s,factor=2,base=const:1ms", `from: "soon" is not a duration such as 5ms; want phase:from=DURATION,to=DURATION,factor=X,base=MODEL`},
 	} {
 		_, err := ParseModel(c.in)
 		if err == nil {
@@ -234,6 +249,9 @@ func TestStartFixtureValidatesModel(t *testing.T) {
 		SlowIDs{IDs: []uint64{1}, Fast: time.Second, Slow: time.Millisecond},
 		Stalls{Every: time.Second, For: time.Millisecond},
 		Stalls{Every: time.Second, For: time.Millisecond, Base: Constant(time.Hour)},
+		Phase{From: time.Second, To: 2 * time.Second, Factor: 2},
+		Phase{From: 2 * time.Second, To: time.Second, Factor: 2, Base: Constant(time.Millisecond)},
+		Phase{From: 0, To: time.Second, Factor: math.Inf(1), Base: Constant(time.Millisecond)},
 	} {
 		f, err := StartFixture(FixtureConfig{Name: "bad", Model: m})
 		if err == nil {
@@ -263,6 +281,7 @@ func FuzzParseModel(f *testing.F) {
 		"slowids:ids=3/17/42,fast=1ms,slow=80ms,primary",
 		"stalls:every=1s,for=100ms,base=const:1ms",
 		"stalls:every=1s,for=100ms,base=stalls:every=10ms,for=1ms,base=slowids:ids=1,fast=0s,slow=1ms",
+		"phase:from=8s,to=20s,factor=20,base=lognormal:p50=2ms,p99=10ms",
 		"straggler:frac=1e-3 , fast = 1us,slow=1.5ms",
 		"lognormal:p50=8ms,p99",
 		"",
@@ -388,5 +407,60 @@ func TestBatchIsTheSlowestKey(t *testing.T) {
 	}
 	if err := validateModel(Batch{Keys: 2}); !errors.Is(err, ErrModel) {
 		t.Errorf("batch without a base: %v", err)
+	}
+}
+
+func TestPhase(t *testing.T) {
+	ms := time.Millisecond
+	m := Phase{From: 8 * time.Second, To: 20 * time.Second, Factor: 20, Base: Constant(3 * ms)}
+	for _, c := range []struct{ at, want time.Duration }{
+		{0, 3 * ms},
+		{8*time.Second - 1, 3 * ms},        // just before the phase
+		{8 * time.Second, 60 * ms},         // its first nanosecond
+		{15 * time.Second, 60 * ms},        // within it
+		{20*time.Second - 1, 60 * ms},      // its last nanosecond
+		{20 * time.Second, 3 * ms},         // over (half-open)
+		{time.Hour, 3 * ms},                // long after
+		{-time.Second, 3 * ms},             // before the fixture started
+		{12*time.Second + 500*ms, 60 * ms}, // fractional seconds
+	} {
+		if got := m.Sample(nil, Request{At: c.at}); got != c.want {
+			t.Errorf("arrival at %v: %v, want %v", c.at, got, c.want)
+		}
+		if m.Active(c.at) != (c.want == 60*ms) {
+			t.Errorf("Active(%v) = %v", c.at, m.Active(c.at))
+		}
+	}
+	// The same request draws the same base inside and outside the phase:
+	// inside, exactly Factor times it. The base sees the request unchanged.
+	base := Lognormal{P50: 2 * ms, P99: 10 * ms}
+	p := Phase{From: time.Second, To: 2 * time.Second, Factor: 20, Base: base}
+	for i := range uint64(1000) {
+		s1, s2 := drawSeeds(7, drawKey{n: i})
+		out := p.Sample(rand.New(rand.NewPCG(s1, s2)), Request{ID: i, At: 0})
+		in := p.Sample(rand.New(rand.NewPCG(s1, s2)), Request{ID: i, At: 1500 * ms})
+		want := base.Sample(rand.New(rand.NewPCG(s1, s2)), Request{ID: i})
+		if out != want || in != time.Duration(float64(want)*20) && in != maxModelDuration {
+			t.Fatalf("id %d: outside %v, inside %v; base draws %v", i, out, in, want)
+		}
+	}
+	var seen []Request
+	rec := Phase{From: 0, To: time.Second, Factor: 2, Base: recordModel{seen: &seen, d: ms}}
+	if got := rec.Sample(nil, Request{ID: 4, Hedge: true, At: 10 * ms}); got != 2*ms {
+		t.Errorf("recorded base: %v", got)
+	}
+	if want := []Request{{ID: 4, Hedge: true, At: 10 * ms}}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("base saw %v, want %v", seen, want)
+	}
+	// The product is capped at a minute; a factor below 1 speeds up; a nil
+	// base is zero.
+	if got := (Phase{To: time.Second, Factor: 1000, Base: Constant(time.Second)}).Sample(nil, Request{}); got != maxModelDuration {
+		t.Errorf("capped: %v", got)
+	}
+	if got := (Phase{To: time.Second, Factor: 0.5, Base: Constant(4 * ms)}).Sample(nil, Request{}); got != 2*ms {
+		t.Errorf("speed-up: %v", got)
+	}
+	if got := (Phase{To: time.Second, Factor: 5}).Sample(nil, Request{}); got != 0 {
+		t.Errorf("nil base: %v", got)
 	}
 }

@@ -30,6 +30,8 @@ the full report as JSON with -out, and an HTML page with plots with -html.
              hedged after 10ms; -simulate for virtual servers
   tied       the shape of the paper's Table 2: an idle and a loaded cluster,
              without hedging, hedged, and with tied requests
+  probation  one replica degrades mid-run and recovers: a p99 timeline through
+             the gateway, with and without latency-induced probation
 
 Run "tailgate lab <experiment> -h" for its flags.`
 
@@ -41,6 +43,7 @@ var experiments = map[string]func(ctx context.Context, args []string, stdout, st
 	"fanout":    runLabFanout,
 	"bigtable":  runLabBigtable,
 	"tied":      runLabTied,
+	"probation": runLabProbation,
 }
 
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,7 +60,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	run, ok := experiments[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, bigtable or tied\n", args[0])
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, probation, bigtable or tied\n", args[0])
 		return exitUsage
 	}
 	return run(ctx, args[1:], stdout, stderr)
