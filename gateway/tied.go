@@ -199,9 +199,12 @@ func (x *exchange) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bo
 // second copy, which waits behind every first copy, the priority it was
 // given, not its replica's health; as a lower bound it would price up, or
 // send on probation, a replica for answering duplicates last.
-func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, o replica.Outcome, end time.Time) (replica.Outcome, time.Time) {
+func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, err error, o replica.Outcome, end time.Time) (replica.Outcome, time.Time) {
 	if a.Index == 0 {
 		x.first.Store(resp)
+	}
+	if err != nil {
+		x.failure.Store(&err)
 	}
 	if tied.Dropped(resp) {
 		x.g.metrics.tiedDrop(resp.Header.Get(tied.DroppedHeader))

@@ -906,3 +906,42 @@ func TestTiedLoopback(t *testing.T) {
 		}
 	}
 }
+
+// firstCopyResets fails every first copy at the transport level after a
+// while; second copies (marked as hedges) go through to net.
+type firstCopyResets struct{ net *memnet.Transport }
+
+func (f firstCopyResets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get(hedge.HedgeHeader) != "" {
+		return f.net.RoundTrip(r)
+	}
+	if !memnet.Sleep(r.Context(), 5*time.Millisecond) {
+		return nil, r.Context().Err()
+	}
+	return nil, errors.New("read tcp: connection reset by peer")
+}
+
+// When the copy that ran fails after its twin was dropped, the 502 names
+// that failure, not the drop (the engine keeps the refused dropped answer
+// over the later transport error).
+func TestTiedFailureAfterDropIsNamed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := new(memnet.Transport)
+		dropper := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(tied.DroppedHeader, tied.DroppedQueued)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+		net.Handle("a.test", dropper)
+		net.Handle("b.test", dropper)
+		g, err := New(Config{Backends: []string{"http://a.test", "http://b.test"}, Base: firstCopyResets{net}, Tied: true,
+			Replica: replica.Config{Seed: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		code, body, _ := getIn(g, "/x")
+		if code != http.StatusBadGateway || !strings.Contains(body, "connection reset by peer") {
+			t.Errorf("%d %q, want 502 naming the reset", code, body)
+		}
+	})
+}
