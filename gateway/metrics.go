@@ -79,10 +79,7 @@ func newMetrics(g *Gateway) *Metrics {
 		Name: "tailgate_shadow_requests_total",
 		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
 	}, []string{"outcome"})
-	m.shadows = map[string]prometheus.Counter{}
-	for _, o := range shadowOutcomes {
-		m.shadows[o] = shadows.WithLabelValues(o)
-	}
+	m.shadows = byLabel(shadows, shadowOutcomes)
 	m.byCode = map[int]prometheus.Counter{}
 	for _, c := range []int{0, 200, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405, 429, 500, 502, 503, 504} {
 		m.byCode[c] = m.requests.WithLabelValues(strconv.Itoa(c))
@@ -93,10 +90,7 @@ func newMetrics(g *Gateway) *Metrics {
 	for _, r := range hedge.SuppressReasons {
 		m.suppressed[r] = suppressed.WithLabelValues(r.String())
 	}
-	m.rejected = map[string]prometheus.Counter{}
-	for _, r := range []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline} {
-		m.rejected[r] = m.rejections.WithLabelValues(r)
-	}
+	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
 		m.late, m.cancelsSeen, shadows, &stateCollector{g: g})
 	if g.tied {
@@ -122,15 +116,19 @@ func (m *Metrics) registerTied() {
 	for _, c := range tiedCopies {
 		m.tiedCopies = append(m.tiedCopies, copies.WithLabelValues(c))
 	}
-	m.tiedDropped = map[string]prometheus.Counter{}
-	for _, w := range tiedDropped {
-		m.tiedDropped[w] = dropped.WithLabelValues(w)
-	}
-	m.tiedRequests = map[string]prometheus.Counter{}
-	for _, o := range tiedOutcomes {
-		m.tiedRequests[o] = requests.WithLabelValues(o)
-	}
+	m.tiedDropped = byLabel(dropped, tiedDropped)
+	m.tiedRequests = byLabel(requests, tiedOutcomes)
 	m.registry.MustRegister(copies, dropped, requests)
+}
+
+// byLabel returns vec's counters for each of values, by value, made up
+// front so that counting needs no label lookup on the request path.
+func byLabel(vec *prometheus.CounterVec, values []string) map[string]prometheus.Counter {
+	m := make(map[string]prometheus.Counter, len(values))
+	for _, v := range values {
+		m[v] = vec.WithLabelValues(v)
+	}
+	return m
 }
 
 func (m *Metrics) tiedCopy(i int)             { m.tiedCopies[i].Inc() }
