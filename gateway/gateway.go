@@ -292,13 +292,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		// refused answer (a 5xx, a stray 1xx). Every attempt failed.
 		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		if g.tied && tied.Dropped(resp) {
-			// The engine keeps a refused answer over a later transport
-			// error: the copy that ran failed after its twin was dropped.
-			// Name that failure, not the drop.
+			// Every copy was dropped (a failure of the copy that ran would
+			// have been returned instead: a dropped answer is not one).
 			err = errors.New("the last answer was a copy dropped for its twin")
-			if f := x.failure.Load(); f != nil {
-				err = fmt.Errorf("the copy that ran failed after its twin was dropped: %w", *f)
-			}
 		}
 		resp.Body.Close()
 		resp = nil
@@ -427,7 +423,6 @@ type exchange struct {
 	tc       *tieCtx                       // the read's tie, in its context
 	twinHeld bool                          // tickets[1] is the twin's, held for the second copy, not yet given to an attempt
 	first    atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
-	failure  atomic.Pointer[error]         // a copy's transport error, to name when the only answer left was dropped
 	exclude  [1]int                        // PickAlternate's argument for the twin
 }
 
@@ -450,7 +445,6 @@ func (x *exchange) unref() {
 		if x.tc != nil {
 			x.tc, x.twinHeld = nil, false
 			x.first.Store(nil)
-			x.failure.Store(nil)
 		}
 		x.g.exchanges.Put(x)
 	}
@@ -534,7 +528,7 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed
 	// that start to the time given, is still elapsed.)
 	o, end := outcome(resp, err), x.picked[a.Index].Add(elapsed)
 	if x.tc != nil {
-		o, end = x.tiedDone(a, resp, err, o, end)
+		o, end = x.tiedDone(a, resp, o, end)
 	}
 	x.g.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -46,7 +45,9 @@ var (
 )
 
 // errDropped refuses an answer dropped for its twin as a winner.
-var errDropped = errors.New("gateway: tied copy dropped for its twin")
+// It wraps hedge.ErrNotAnAnswer, so the engine returns the other copy's
+// failure, if any, rather than the dropped answer.
+var errDropped = fmt.Errorf("gateway: tied copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
 
 // acceptTied is accept for tied mode: an answer dropped for its twin never
 // wins, whatever its status.
@@ -199,12 +200,9 @@ func (x *exchange) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bo
 // second copy, which waits behind every first copy, the priority it was
 // given, not its replica's health; as a lower bound it would price up, or
 // send on probation, a replica for answering duplicates last.
-func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, err error, o replica.Outcome, end time.Time) (replica.Outcome, time.Time) {
+func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, o replica.Outcome, end time.Time) (replica.Outcome, time.Time) {
 	if a.Index == 0 {
 		x.first.Store(resp)
-	}
-	if err != nil {
-		x.failure.Store(&err)
 	}
 	if tied.Dropped(resp) {
 		x.g.metrics.tiedDrop(resp.Header.Get(tied.DroppedHeader))

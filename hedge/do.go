@@ -83,7 +83,7 @@ type Op[T any] struct {
 // If no attempt is acceptable, Do returns the last refused result with an
 // error wrapping ErrNotAccepted and the verdict (the result is then not
 // released: it is the caller's); a result is never displaced by a later
-// error. If every attempt failed with an error, Do returns the last one. If
+// error, unless its verdict wraps ErrNotAnAnswer. If every attempt failed with an error, Do returns the last one. If
 // ctx ends first, Do returns an error wrapping ctx's error.
 func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 	if op.Call == nil {
@@ -206,6 +206,7 @@ type operation[T any] struct {
 	res          result[T]     // the winner, or the latest refused result
 	verdict      error         // why res was refused
 	haveRefused  bool          // res holds a refused result
+	refusedVoid  bool          // ... whose verdict wraps ErrNotAnAnswer
 	wake         chan struct{} // set while the caller waits
 	timer        *delayTimer
 	timerTarget  delayTarget
@@ -330,7 +331,7 @@ func (o *operation[T]) onContextDone() {
 // releasing. Called with o.mu held.
 func (o *operation[T]) takeRefused() (T, bool) {
 	v, release := o.res.v, o.haveRefused && o.res.err == nil
-	o.res, o.verdict, o.haveRefused = result[T]{}, nil, false
+	o.res, o.verdict, o.haveRefused, o.refusedVoid = result[T]{}, nil, false, false
 	return v, release
 }
 
@@ -542,12 +543,16 @@ func (o *operation[T]) report(i int, v T, err error) {
 	o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: rec.Fate, Err: verdict})
 	// Keep the latest refused result to return if nothing wins, except that
 	// a result (a 503, say) is never displaced by a later error: the
-	// caller learns more from the server's answer than from a reset.
+	// caller learns more from the server's answer than from a reset. A
+	// result that is not an answer at all ranks below both.
 	var stale T
 	release := false
-	if err == nil || !o.haveRefused || o.res.err != nil {
+	void := errors.Is(verdict, ErrNotAnAnswer)
+	if !o.haveRefused || o.refusedVoid || !void && (err == nil || o.res.err != nil) {
 		stale, release = o.takeRefused()
-		o.res, o.verdict, o.haveRefused = result[T]{idx: i, v: v, err: err}, verdict, true
+		o.res, o.verdict, o.haveRefused, o.refusedVoid = result[T]{idx: i, v: v, err: err}, verdict, true, void
+	} else if void && err == nil {
+		stale, release = v, true // not kept: freed like a loser
 	}
 	// A failure is a reason to hedge at once.
 	if o.tryHedge(TriggerFailure, end) || o.pending > 0 {

@@ -744,3 +744,58 @@ func TestDerivedContextsFollowCancellation(t *testing.T) {
 		}
 	})
 }
+
+// A refused result whose verdict wraps ErrNotAnAnswer ranks below any
+// other outcome when nothing wins: a later error or refused result is
+// returned instead of it (and it is released), it never displaces one, and
+// it is returned only when every attempt ended so.
+func TestNotAnAnswerRanksLast(t *testing.T) {
+	boom := errors.New("boom")
+	void := fmt.Errorf("dropped: %w", ErrNotAnAnswer)
+	const dropped, refused = 1, 503
+	cases := []struct {
+		name     string
+		attempts []int // per attempt, in order: dropped, refused, or 0 for boom
+		wantV    int
+		wantErr  error
+		released int
+	}{
+		{"void then error", []int{dropped, 0}, 0, boom, 1},
+		{"error then void", []int{0, dropped}, 0, boom, 1},
+		{"void then refused", []int{dropped, refused}, refused, ErrNotAccepted, 1},
+		{"refused then void", []int{refused, dropped}, refused, ErrNotAccepted, 1},
+		{"only void", []int{dropped, dropped}, dropped, ErrNotAccepted, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := mustNew(t, Policy{Delay: 50 * time.Millisecond})
+				var releases atomic.Int32
+				v, err := Do(t.Context(), h, Op[int]{
+					Targets: []string{"a", "b"},
+					Call: func(ctx context.Context, a Attempt) (int, error) {
+						time.Sleep(time.Duration(a.Index) * time.Millisecond) // in order
+						if c.attempts[a.Index] == 0 {
+							return 0, boom
+						}
+						return c.attempts[a.Index], nil
+					},
+					Accept: func(v int, err error) error {
+						switch {
+						case err != nil:
+							return err
+						case v == dropped:
+							return void
+						}
+						return fmt.Errorf("status %d", v)
+					},
+					Release: func(int) { releases.Add(1) },
+				})
+				synctest.Wait()
+				if !errors.Is(err, c.wantErr) || v != c.wantV || int(releases.Load()) != c.released {
+					t.Errorf("got %d, %v, %d released; want %d, %v, %d", v, err, releases.Load(), c.wantV, c.wantErr, c.released)
+				}
+			})
+		})
+	}
+}

@@ -17,6 +17,13 @@ var (
 	// produced an acceptable result.
 	ErrNotAccepted = errors.New("hedge: no acceptable result")
 
+	// ErrNotAnAnswer, wrapped by an acceptance verdict, says the refused
+	// result carries no answer at all (a tied copy that its server
+	// dropped for its twin, say): when nothing wins, any later refused
+	// result or error is returned instead of it, and it never displaces
+	// one. Only when every attempt ended so is it returned.
+	ErrNotAnAnswer = errors.New("hedge: not an answer")
+
 	// ErrBudgetExhausted is the reason a wanted hedge was not sent because the
 	// duplicate-work budget had no credit left. It is reported through
 	// Receipt and Observer, never returned by Do: the primary still answers.

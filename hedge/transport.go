@@ -55,10 +55,11 @@ type TransportConfig struct {
 
 	// Accept decides whether a complete response wins: nil means it does,
 	// an error says why not. Nil means a final status (200 or more) below
-	// 500. If no attempt
-	// is accepted, the last refused response is returned as is (a server's
-	// answer is never displaced by a later transport error). Accept runs in
-	// the goroutine of the attempt it judges, possibly concurrently.
+	// 500. If no attempt is accepted, the last refused response is
+	// returned as is (a server's answer is never displaced by a later
+	// transport error, unless its verdict wraps ErrNotAnAnswer). Accept
+	// runs in the goroutine of the attempt it judges, possibly
+	// concurrently.
 	Accept func(*http.Response) error
 
 	// SafeMethods lists methods besides GET and HEAD that the caller

@@ -3,7 +3,10 @@ package tied
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/tailgate-dev/tailgate/hedge"
 )
 
 // Headers and paths of the tied-request protocol.
@@ -69,7 +72,9 @@ const (
 var ErrInvalidConfig = errors.New("tied: invalid config")
 
 // errDropped is the acceptance verdict on an answer dropped for its twin.
-var errDropped = errors.New("tied: copy dropped for its twin")
+// It wraps hedge.ErrNotAnAnswer: a dropped copy says nothing, so the
+// engine returns the other copy's failure, if any, rather than it.
+var errDropped = fmt.Errorf("tied: copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
 
 // NewTie returns a fresh tie identity: 128 random bits as 26 base32
 // characters.

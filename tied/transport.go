@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,14 +167,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.WithContext(context.WithValue(req.Context(), pairKey{}, p))
 	resp, err := t.ht.RoundTripWith(r, p)
 	if err == nil && Dropped(resp) {
-		// The engine hands back the last refused answer when nothing is
-		// acceptable, and keeps it over a later transport error: here the
-		// copy that ran failed after its twin was dropped. A dropped answer
-		// is never the result; the failure of the copy that ran is.
+		// Every copy was dropped (the engine returns any other failure
+		// before a dropped answer, which is not an answer): a dropped
+		// answer is never the result.
 		resp.Body.Close()
-		if cause := p.lastErr(); cause != nil {
-			return nil, fmt.Errorf("%w: the copy that ran failed: %w", ErrNoAnswer, cause)
-		}
 		return nil, fmt.Errorf("%w: the only answer was a copy dropped for its twin", ErrNoAnswer)
 	}
 	if resp != nil {
@@ -184,9 +179,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// ErrNoAnswer is returned when neither copy of a tied request produced an
-// answer: the copy that ran failed at the transport level after its twin
-// had been dropped (a dropped answer is never returned as the result).
+// ErrNoAnswer is returned when the only answers to a tied request were
+// copies dropped for their twins (a dropped answer is never returned as
+// the result). When the copy that ran failed, its error is returned.
 var ErrNoAnswer = errors.New("tied: no answer")
 
 // CloseIdleConnections closes the idle connections of Base, if it has such
@@ -255,14 +250,6 @@ type pair struct {
 	// through request made under an outer hedge.Do's attempt). Written
 	// under the engine's lock before the copy starts.
 	picked [2]bool
-	mu     sync.Mutex
-	err    error // the last transport error of a copy
-}
-
-func (p *pair) lastErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
 }
 
 type pairKey struct{}
@@ -280,13 +267,7 @@ func (p *pair) Pick(a hedge.Attempt, used []int) (int, bool) {
 func (p *pair) Admit(hedge.Attempt) bool { return true }
 
 // Done implements hedge.RequestHooks.
-func (p *pair) Done(_ hedge.Attempt, _ *http.Response, err error, _ time.Duration) {
-	if err != nil {
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-	}
-}
+func (p *pair) Done(hedge.Attempt, *http.Response, error, time.Duration) {}
 
 // tieBase is the engine's base transport: it stamps each copy with its tie
 // headers (the engine has no per-attempt header hook), on a copy of the
