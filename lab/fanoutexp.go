@@ -112,7 +112,7 @@ func modelQuantiles(m Model, n int, seed uint64) []float64 {
 	rng := rand.New(rand.NewPCG(seed, 0x71756e74))
 	x := make([]float64, n)
 	for i := range x {
-		x[i] = ms(m.Sample(rng, Request{At: time.Duration(rng.Int64N(simHorizon))}))
+		x[i] = ms(m.Sample(rng, simRequest(rng)))
 	}
 	slices.Sort(x)
 	return x

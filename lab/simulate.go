@@ -31,9 +31,13 @@ func simLatency(m Model) (sim.Latency, error) {
 	if err := simulatable(m); err != nil {
 		return nil, err
 	}
-	return func(rng *rand.Rand) time.Duration {
-		return m.Sample(rng, Request{At: time.Duration(rng.Int64N(simHorizon))})
-	}, nil
+	return func(rng *rand.Rand) time.Duration { return m.Sample(rng, simRequest(rng)) }, nil
+}
+
+// simRequest draws a simulated request: no id, not a hedge, arriving at a
+// random time within simHorizon.
+func simRequest(rng *rand.Rand) Request {
+	return Request{At: time.Duration(rng.Int64N(simHorizon))}
 }
 
 // simulatable refuses models whose latency depends on which request it is,
