@@ -575,6 +575,41 @@ func TestGatePausesAndResumes(t *testing.T) {
 	})
 }
 
+// TestGateDefaultThreshold pins the default gate for a fixed delay: it shuts
+// once more than 5% of operations want a hedge, and stays open below that.
+func TestGateDefaultThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		every           int // one operation in every is late
+		hedged, blocked int // of the 20 late ones
+	}{
+		{every: 10, hedged: 1, blocked: 19}, // 10% late: only the first, before MinOperations
+		{every: 25, hedged: 20, blocked: 0}, // 4% late: all of them
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var c collector
+			h := mustNew(t, Policy{Delay: time.Millisecond, Budget: mustBudget(t, 1, 1000)})
+			hedged, blocked := 0, 0
+			for i := range 20 * tc.every {
+				lat := 100 * time.Microsecond
+				if i%tc.every == tc.every-1 {
+					lat = 3 * time.Millisecond
+				}
+				if _, err := Do(t.Context(), h, Op[string]{Call: sleepy(lat, lat), Targets: []string{"a", "b"}, OnReceipt: c.receipt}); err != nil {
+					t.Fatal(err)
+				}
+				r := c.last(t)
+				hedged += r.AttemptsLaunched - 1
+				blocked += r.HedgesSuppressed.Gate
+				time.Sleep(time.Millisecond) // all within the gate's 10s window
+			}
+			if hedged != tc.hedged || blocked != tc.blocked {
+				t.Errorf("one in %d late: %d hedged, %d held by the gate; want %d and %d",
+					tc.every, hedged, blocked, tc.hedged, tc.blocked)
+			}
+		})
+	}
+}
+
 func TestCapacityAndNoTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var c collector

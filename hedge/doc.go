@@ -17,12 +17,12 @@
 //   - Budget: each operation earns a fraction (0.1) of a credit, credits
 //     cap at a burst (10), and each hedge spends one; over any interval
 //     hedges <= burst + fraction × operations. A Budget can be shared.
-//   - Gate: while the share of operations that want a hedge because an
-//     answer was late, over the last 10s, exceeds the share the policy
-//     expects to hedge (the budget's fraction, or 1-q for an adaptive delay
-//     at quantile q if that is more) by more than 5 points, the system is
-//     overloaded rather than variable and such hedges pause. Hedges sent at
-//     once on a failure are failover: the budget alone bounds them.
+//   - Gate: while more than 5% of operations over the last 10s wanted a
+//     hedge because an answer was late, the system is overloaded rather
+//     than variable and such hedges pause. An adaptive delay at quantile q
+//     makes 1-q of operations late by design, so there the 5% counts
+//     beyond those (the gate shuts above 10% at p95). Hedges sent at once
+//     on a failure are failover: the budget alone bounds them.
 //   - Deadline: no hedge is sent with less time left on the context than
 //     the median latency of an attempt.
 //

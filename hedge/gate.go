@@ -10,20 +10,21 @@ import (
 // slow; when many are, the system is overloaded rather than variable and a
 // duplicate only adds load. The gate watches the share of operations that
 // wanted a hedge because an answer was late (the delay expired) over a
-// recent window, and pauses such hedges while that share exceeds what the
-// policy expects to hedge by more than Threshold. The policy expects the
-// budget's fraction of operations to be hedged, or, for an adaptive delay
-// at quantile q, 1-q if that is more: with the defaults (fraction 0.1, p95)
-// the gate closes above 15%. A workload with a steady 5% of stragglers
-// keeps hedging; one where every request turns slow stops within
+// recent window, and pauses such hedges while that share exceeds Threshold
+// (default 5%). With a fixed delay that is the whole rule. An adaptive delay
+// at quantile q makes 1-q of operations late by construction (5% at the
+// default p95), so a bare 5% limit would shut the gate on a healthy system
+// about half the time; there the gate allows Threshold beyond those 1-q
+// (10% for p95), and a workload with a steady 5% of stragglers keeps
+// hedging while one where every request turns slow stops within
 // MinOperations. The gate resumes by itself once the share falls back.
 // Hedges sent at once because an attempt failed are failover, not
 // variability: they neither count towards the gate nor wait for it, and
 // are bounded by the budget alone.
 type Gate struct {
-	// Threshold is how far, as a share of operations, the wanted-hedge
-	// share may exceed the expected share before hedging pauses. Default
-	// 0.05; must be in (0, 1].
+	// Threshold is the share of operations that may want a hedge before
+	// hedging pauses, counted beyond the 1-q an adaptive delay at quantile
+	// q makes late by construction. Default 0.05; must be in (0, 1].
 	Threshold float64
 	// Window is how far back the share is measured. Default 10s.
 	Window time.Duration
@@ -117,17 +118,17 @@ func (r *rateWindow) totals(now time.Time) (ops, wanted int64) {
 // gate is the runtime form of Gate.
 type gate struct {
 	disabled bool
-	limit    float64 // expected share + threshold
+	limit    float64 // intended share + threshold
 	minOps   int64
 	rates    *rateWindow
 }
 
 // newGate returns the gate for cfg, given the share of operations the
-// policy expects to hedge.
-func newGate(cfg Gate, expected float64) *gate {
+// delay makes late by construction (1-q for an adaptive delay, else 0).
+func newGate(cfg Gate, intended float64) *gate {
 	return &gate{
 		disabled: cfg.Disabled,
-		limit:    expected + cfg.Threshold,
+		limit:    intended + cfg.Threshold,
 		minOps:   int64(cfg.MinOperations),
 		rates:    newRateWindow(cfg.Window),
 	}

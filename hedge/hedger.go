@@ -36,7 +36,7 @@ func New(p Policy) (*Hedger, error) {
 	h := &Hedger{
 		p:      p,
 		budget: p.Budget,
-		gate:   newGate(p.Gate, max(d.intendedShare(), p.Budget.Fraction())),
+		gate:   newGate(p.Gate, d.intendedShare()),
 		delays: d,
 		obs:    p.Observer,
 	}

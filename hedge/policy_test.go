@@ -17,15 +17,15 @@ func TestPolicyDefaults(t *testing.T) {
 		p.Gate.MinOperations != 20 || p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
 		t.Errorf("defaults: %+v", p)
 	}
-	// The policy expects the budget's 10% of hedges (more than the 5% an
-	// adaptive p95 delay intends), so the gate closes above 15%.
-	if got := h.gate.limit; math.Abs(got-0.15) > 1e-9 {
-		t.Errorf("adaptive gate limit %v, want 0.15", got)
+	// A fixed delay: the gate shuts above the 5% threshold itself.
+	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; math.Abs(got-0.05) > 1e-9 {
+		t.Errorf("fixed gate limit %v, want 0.05", got)
 	}
-	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; math.Abs(got-0.15) > 1e-9 {
-		t.Errorf("fixed gate limit %v, want 0.15", got)
+	// An adaptive p95 delay makes 5% of operations late by design; the
+	// threshold counts beyond those.
+	if got := h.gate.limit; math.Abs(got-0.10) > 1e-9 {
+		t.Errorf("adaptive gate limit %v, want 0.10", got)
 	}
-	// An adaptive p80 delay intends 20%, more than a 10% budget.
 	if got := mustNew(t, Policy{Adaptive: Adaptive{Quantile: 0.8}}).gate.limit; math.Abs(got-0.25) > 1e-9 {
 		t.Errorf("adaptive p80 gate limit %v, want 0.25", got)
 	}

@@ -124,7 +124,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
 	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
-	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: how far the share of late requests may exceed the expected hedge share (the budget fraction) before hedging pauses, in (0, 1]")
+	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: hedging pauses while more than this share of requests wanted a hedge (beyond the 1-q an adaptive pq delay makes late), in (0, 1]")
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
