@@ -551,7 +551,13 @@ func (b *bufferedBody) fill(resp *http.Response, limit int64) error {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		// Never ask for more than limit+1 bytes in all: one past the limit
+		// is enough to know the body is too large.
+		end := cap(buf)
+		if room := limit - int64(len(buf)); room < int64(end-len(buf)-1) {
+			end = len(buf) + int(room) + 1
+		}
+		n, err := r.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			b.put(bp, buf)

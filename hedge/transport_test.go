@@ -391,7 +391,10 @@ func TestLoopbackLoserCancellationObserved(t *testing.T) {
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
-			cancelled <- struct{}{}
+			select { // never block: a hedge wrongly sent here must fail the test, not hang it
+			case cancelled <- struct{}{}:
+			default:
+			}
 		case <-time.After(5 * time.Second):
 			io.WriteString(w, "slow")
 		}
@@ -523,8 +526,12 @@ func TestNewClientOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if c2, _ := NewClient(ClientConfig{}); c2.Timeout != DefaultClientTimeout {
+	// The preset's documented defaults: a 2s ceiling and a 64 KiB body limit.
+	if c2, _ := NewClient(ClientConfig{}); c2.Timeout != 2*time.Second || DefaultClientTimeout != 2*time.Second {
 		t.Errorf("default timeout %v", c2.Timeout)
+	}
+	if DefaultClientMaxBodyBytes != 64<<10 {
+		t.Errorf("default body limit %d", DefaultClientMaxBodyBytes)
 	}
 	for _, cfg := range []ClientConfig{{Timeout: -1}, {Policy: Policy{MaxAttempts: 9}}, {Targets: []string{"nope"}}} {
 		if _, err := NewClient(cfg); !errors.Is(err, ErrInvalidPolicy) {
@@ -606,3 +613,42 @@ func TestRoundTripWithHooks(t *testing.T) {
 		}
 	})
 }
+
+// endless is a response body that never ends and counts what was read.
+type endless struct{ n atomic.Int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'z'
+	}
+	e.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (e *endless) Close() error { return nil }
+
+// TestBodyLimitReadsOnePastLimit checks that an unannounced body over the
+// limit is read no further than limit+1 bytes, whatever the buffer sizes.
+func TestBodyLimitReadsOnePastLimit(t *testing.T) {
+	for _, limit := range []int64{1, 5, 4095, 4096, 64 << 10, 100000} {
+		body := &endless{}
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Body: body, ContentLength: -1, Header: http.Header{}, Request: r}, nil
+		})
+		tr, err := NewTransport(TransportConfig{Hedger: mustNew(t, Policy{MaxAttempts: 1}), Base: base, MaxBodyBytes: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", "http://x/", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrResponseTooLarge) {
+			t.Errorf("limit %d: err %v, want ErrResponseTooLarge", limit, err)
+		}
+		if got := body.n.Load(); got != limit+1 {
+			t.Errorf("limit %d: read %d bytes, want %d", limit, got, limit+1)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
