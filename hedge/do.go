@@ -302,11 +302,17 @@ func (o *operation[T]) wait() {
 	}
 	o.wake = o.h.wakeChan()
 	o.mu.Unlock()
-	select {
-	case <-o.wake:
-	case <-o.ctx.Done(): // the caller left or the policy's Timeout passed
-		o.onContextDone()
-		<-o.wake // sent by whichever finish won
+	if o.parent.Done() == nil && o.h.p.Timeout <= 0 {
+		// Only finish can end o.ctx, and finish sends on wake: watching
+		// o.ctx would just allocate its Done channel.
+		<-o.wake
+	} else {
+		select {
+		case <-o.wake:
+		case <-o.ctx.Done(): // the caller left or the policy's Timeout passed
+			o.onContextDone()
+			<-o.wake // sent by whichever finish won
+		}
 	}
 	o.h.wakes.Put(o.wake)
 }

@@ -61,7 +61,10 @@ type Policy struct {
 
 	// IgnoreDeadline turns off deadline awareness. By default a hedge is not
 	// sent when the context's remaining time is below the median latency of
-	// recent accepted attempts: it could not finish in time.
+	// recent accepted attempts: it could not finish in time. Until the
+	// Hedger has recorded an attempt there is no median to compare with,
+	// and hedges are not held back for the deadline (the budget still
+	// bounds them).
 	IgnoreDeadline bool
 
 	// Observer, when non-nil, is told about every attempt, suppression, win
