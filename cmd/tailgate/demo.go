@@ -37,7 +37,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "demo", err)
 	}
 	if !*asJSON {
-		fmt.Fprintln(stdout, "Tailgate demo: loopback replicas on 127.0.0.1, about a minute...")
+		howLong := "about a minute"
+		if *short {
+			howLong = "about 15 seconds"
+		}
+		fmt.Fprintf(stdout, "Tailgate demo: loopback replicas on 127.0.0.1, %s...\n", howLong)
 	}
 	var prog func(stage string, done, total int)
 	if p := progress(stderr, "demo"); p != nil {
