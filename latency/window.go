@@ -202,7 +202,7 @@ func (w *Window) rotate(s *windowSlot, e, v int64, i int) bool {
 }
 
 // Snapshot returns the window's contents at time.Now().
-func (w *Window) Snapshot() *Snapshot { return w.snapshot(w.nowNanos()) }
+func (w *Window) Snapshot() *Snapshot { return w.snapshot(w.nowNanos(), w.n) }
 
 // SnapshotAt merges the slots whose epochs lie in the span ending at now: the
 // epoch containing now and the slots-1 before it. The window therefore looks
@@ -212,16 +212,36 @@ func (w *Window) Snapshot() *Snapshot { return w.snapshot(w.nowNanos()) }
 //
 // Concurrent Record calls make the result slightly torn, as for
 // Histogram.Snapshot; a slot that is rotated while being read is left out.
-func (w *Window) SnapshotAt(now time.Time) *Snapshot { return w.snapshot(w.nanos(now)) }
+func (w *Window) SnapshotAt(now time.Time) *Snapshot { return w.snapshot(w.nanos(now), w.n) }
 
-func (w *Window) snapshot(ns int64) *Snapshot {
+// RecentAt is SnapshotAt over a shorter look-back: it merges the slots of
+// the epoch containing now and of the epochs before it that start less
+// than span before that epoch ends, so span is rounded up to whole slots,
+// and at most the window's. A span of one slot width or less gives the
+// epoch containing now alone; RecentAt(now, Span()) is SnapshotAt(now).
+func (w *Window) RecentAt(now time.Time, span time.Duration) *Snapshot {
+	k := (int64(span) + w.width - 1) / w.width
+	return w.snapshot(w.nanos(now), min(max(k, 1), w.n))
+}
+
+// EpochAt returns the number of the epoch containing now: time cut into
+// slot-width intervals on the window's timeline (see Window), numbered so
+// that consecutive epochs are consecutive integers. With RecentAt and
+// SlotWidth it lets a caller read each completed epoch once.
+func (w *Window) EpochAt(now time.Time) int64 { return w.epoch(w.nanos(now)) }
+
+// SlotWidth returns the time each slot covers: Span divided by the slots.
+func (w *Window) SlotWidth() time.Duration { return time.Duration(w.width) }
+
+// snapshot merges the slots of the k epochs ending with the one holding ns.
+func (w *Window) snapshot(ns, k int64) *Snapshot {
 	e := w.epoch(ns)
 	out := new(Snapshot)
 	var tmp Snapshot
 	for i := range w.slots {
 		s := &w.slots[i]
 		tag := s.epoch.Load()
-		if tag <= e-w.n || tag > e {
+		if tag <= e-k || tag > e {
 			continue
 		}
 		s.h.load(&tmp)

@@ -276,3 +276,51 @@ func TestWindowFirstSampleAtUnixEpoch(t *testing.T) {
 		t.Fatalf("count = %d, want 1", got)
 	}
 }
+
+func TestWindowRecentAt(t *testing.T) {
+	w := NewWindow(10*time.Second, 10) // 1s slots
+	if w.SlotWidth() != time.Second {
+		t.Fatalf("SlotWidth() = %v, want 1s", w.SlotWidth())
+	}
+	for i := range 5 { // one sample in each of the epochs t0 .. t0+4s, i+1 ms long
+		w.RecordAt(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond)
+	}
+	now := t0.Add(4*time.Second + 300*time.Millisecond)
+	for _, tc := range []struct {
+		span     time.Duration
+		count    uint64
+		min, max time.Duration
+	}{
+		{0, 1, 5 * time.Millisecond, 5 * time.Millisecond}, // now's epoch alone
+		{time.Second, 1, 5 * time.Millisecond, 5 * time.Millisecond},
+		{time.Second + 1, 2, 4 * time.Millisecond, 5 * time.Millisecond}, // rounded up to two slots
+		{3 * time.Second, 3, 3 * time.Millisecond, 5 * time.Millisecond},
+		{time.Hour, 5, time.Millisecond, 5 * time.Millisecond}, // capped at the window
+	} {
+		s := w.RecentAt(now, tc.span)
+		if s.Count() != tc.count || s.Min() != tc.min || s.Max() != tc.max {
+			t.Errorf("RecentAt(now, %v): count %d, min %v, max %v; want %d, %v, %v",
+				tc.span, s.Count(), s.Min(), s.Max(), tc.count, tc.min, tc.max)
+		}
+	}
+	// A completed epoch on its own: the one before now's.
+	if s := w.RecentAt(now.Add(-w.SlotWidth()), w.SlotWidth()); s.Count() != 1 || s.Max() != 4*time.Millisecond {
+		t.Errorf("the epoch before now's: count %d, max %v; want 1, 4ms", s.Count(), s.Max())
+	}
+	if got, want := *w.RecentAt(now, w.Span()), *w.SnapshotAt(now); got != want {
+		t.Error("RecentAt(now, Span()) differs from SnapshotAt(now)")
+	}
+}
+
+func TestWindowEpochAt(t *testing.T) {
+	w := NewWindow(10*time.Second, 10)
+	e := w.EpochAt(t0)
+	for _, tc := range []struct {
+		at   time.Duration
+		want int64
+	}{{0, 0}, {999 * time.Millisecond, 0}, {time.Second, 1}, {25 * time.Second, 25}, {-time.Nanosecond, -1}} {
+		if got := w.EpochAt(t0.Add(tc.at)) - e; got != tc.want {
+			t.Errorf("EpochAt(t0+%v) = e%+d, want e%+d", tc.at, got, tc.want)
+		}
+	}
+}
