@@ -94,6 +94,52 @@ type HedgeState struct {
 	GateOpen       bool    `json:"gateOpen"`
 	WindowRequests int64   `json:"windowRequests"`
 	WindowWanted   int64   `json:"windowWantedHedges"`
+	// Gate is the overload gate's state and evidence.
+	Gate GateState `json:"gate"`
+}
+
+// GateState is the overload gate's state and the evidence behind it (see
+// hedge.Gate).
+type GateState struct {
+	Open bool `json:"open"`
+	// Signals names the signals keeping the gate shut: noHelp, slowdown,
+	// capacity, unavailable; empty while it is open.
+	Signals []string `json:"signals"`
+	// Reason explains the state in a line: "open", or "shut: " and each
+	// signal's evidence.
+	Reason string `json:"reason"`
+	// Since is when the gate last opened or shut.
+	Since time.Time `json:"since"`
+	// WindowHedged counts the requests in the window that sent a hedge
+	// because an answer was late and have ended; WindowHedgeWins those a
+	// hedge won.
+	WindowHedged    int64 `json:"windowHedged"`
+	WindowHedgeWins int64 `json:"windowHedgeWins"`
+	// RecentMedianMs and BaselineMedianMs are the median latencies the
+	// slowdown signal compares (0 while unknown).
+	RecentMedianMs   float64 `json:"recentMedianMs"`
+	BaselineMedianMs float64 `json:"baselineMedianMs"`
+	// RiseHedged counts the requests that sent a hedge since the median
+	// rose (0 while it has not), RiseFastWins those a hedge won at the
+	// old speed: enough of them, and the rise is not taken for overload.
+	RiseHedged   int64 `json:"riseHedged"`
+	RiseFastWins int64 `json:"riseFastWins"`
+	// InUse is the fuller of the request and attempt limits' use, and
+	// Unavailable the share of replicas refusing attempts, as last seen.
+	InUse       float64 `json:"inUse"`
+	Unavailable float64 `json:"unavailable"`
+	// Probes counts the hedges sent while the gate was shut.
+	Probes int64 `json:"probes"`
+}
+
+func gateState(s hedge.GateState) GateState {
+	return GateState{
+		Open: s.Open(), Signals: s.Shut.Names(), Reason: s.String(), Since: s.Since,
+		WindowHedged: s.Hedged, WindowHedgeWins: s.HedgeWins,
+		RecentMedianMs: ms(s.RecentMedian), BaselineMedianMs: ms(s.BaselineMedian),
+		RiseHedged: s.RiseHedged, RiseFastWins: s.RiseFastWins,
+		InUse: s.Load.InUse, Unavailable: s.Load.Unavailable, Probes: s.Probes,
+	}
 }
 
 // InFlight reports the limits and their use.
@@ -114,7 +160,8 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 		Replicas: g.set.Snapshot(now),
 		Hedge: HedgeState{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
-			GateOpen: st.GateOpen, WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
+			GateOpen: st.Gate.Open(), WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
+			Gate: gateState(st.Gate),
 		},
 		InFlight: InFlight{
 			Requests: g.requests.inUse(), MaxRequests: g.requests.max,

@@ -104,6 +104,9 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	if policy.Gate.Load == nil {
+		policy.Gate.Load = g.load // the limits and breakers: overload the engine cannot see
+	}
 	g.timeout, g.timeoutValue = policy.Timeout, stamp(policy.Timeout)
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -151,6 +154,19 @@ func (g *Gateway) Close() {
 	g.shadows.close()
 	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+}
+
+// load reports, for the overload gate, how full the gateway's limits are
+// (the fuller of the request and attempt limits) and the share of replicas
+// that would refuse an attempt now (breaker open, or its half-open probe
+// out).
+func (g *Gateway) load() hedge.Load {
+	inUse := max(float64(g.requests.inUse())/float64(g.requests.max), float64(g.attempts.inUse())/float64(g.attempts.max))
+	n := g.set.Len()
+	return hedge.Load{
+		InUse:       min(inUse, 1),
+		Unavailable: float64(n-g.set.Available(time.Now())) / float64(n),
 	}
 }
 

@@ -559,6 +559,12 @@ func TestAdminEndpoints(t *testing.T) {
 		"tailgate_cancellations_observed_total",
 		"tailgate_hedge_budget_credits",
 		"tailgate_hedge_gate_open 1",
+		`tailgate_hedge_gate_signal{signal="noHelp"} 0`,
+		`tailgate_hedge_gate_signal{signal="unavailable"} 0`,
+		`tailgate_hedge_gate_window_hedges{result="won"} 1`, // the one request, hedged
+		`tailgate_hedge_gate_median_seconds{window="baseline"} 0`,
+		"tailgate_hedge_gate_probes_total 0",
+		`tailgate_hedge_gate_transitions_total{to="shut"} 0`,
 		`tailgate_in_flight{kind="requests"} 0`,
 		`tailgate_in_flight{kind="shadows"} 0`,
 		`tailgate_replica_probation{replica="` + a.URL + `"} 0`,
@@ -576,7 +582,8 @@ func TestAdminEndpoints(t *testing.T) {
 	}
 	if len(st.Replicas) != 2 || st.Hedge.DelayMs != 10 || st.InFlight.MaxRequests != 128 || st.InFlight.MaxAttempts != 160 ||
 		st.InFlight.MaxShadows != DefaultMaxInFlightShadows || !st.Probation.Enabled || st.Probation.MaxOnProbation != 1 ||
-		st.Probation.Factor != 3 || st.Probation.WindowMs != 5000 || st.Replicas[0].Probation == nil {
+		st.Probation.Factor != 3 || st.Probation.WindowMs != 5000 || st.Replicas[0].Probation == nil ||
+		!st.Hedge.Gate.Open || st.Hedge.Gate.Reason != "open" || st.Hedge.Gate.Signals == nil {
 		t.Errorf("debug %+v", st)
 	}
 }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,9 @@ type Metrics struct {
 	late        prometheus.Counter
 	cancelsSeen prometheus.Counter
 	shadows     map[string]prometheus.Counter // by outcome
+	gateMoves   map[bool]prometheus.Counter   // by whether the gate shut (false: reopened)
+	gateShut    atomic.Bool                   // as last reported, to tell moves from changes of signal
+	log         *slog.Logger
 
 	// Tied mode only: nil otherwise.
 	tiedCopies   []prometheus.Counter          // by copy: first, second
@@ -41,7 +46,7 @@ type Metrics struct {
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 func newMetrics(g *Gateway) *Metrics {
-	m := &Metrics{registry: prometheus.NewRegistry()}
+	m := &Metrics{registry: prometheus.NewRegistry(), log: g.log}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_requests_total",
 		Help: "Client requests answered, by HTTP status code (code 0: the client left first).",
@@ -80,6 +85,11 @@ func newMetrics(g *Gateway) *Metrics {
 		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
 	}, []string{"outcome"})
 	m.shadows = byLabel(shadows, shadowOutcomes)
+	gateMoves := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_hedge_gate_transitions_total",
+		Help: "Times the overload gate shut (to=shut) or reopened (to=open).",
+	}, []string{"to"})
+	m.gateMoves = map[bool]prometheus.Counter{true: gateMoves.WithLabelValues("shut"), false: gateMoves.WithLabelValues("open")}
 	m.byCode = map[int]prometheus.Counter{}
 	for _, c := range []int{0, 200, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405, 429, 500, 502, 503, 504} {
 		m.byCode[c] = m.requests.WithLabelValues(strconv.Itoa(c))
@@ -92,7 +102,7 @@ func newMetrics(g *Gateway) *Metrics {
 	}
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
-		m.late, m.cancelsSeen, shadows, &stateCollector{g: g})
+		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g})
 	if g.tied {
 		m.registerTied()
 	}
@@ -216,7 +226,7 @@ func counterInt(c prometheus.Counter) int64 {
 // Wants implements hedge.EventFilter: receipts are not needed for counts.
 func (m *Metrics) Wants(k hedge.EventKind) bool {
 	switch k {
-	case hedge.EventLaunch, hedge.EventWin, hedge.EventSuppress, hedge.EventReport:
+	case hedge.EventLaunch, hedge.EventWin, hedge.EventSuppress, hedge.EventReport, hedge.EventGate:
 		return true
 	}
 	return false
@@ -246,6 +256,27 @@ func (m *Metrics) Observe(e hedge.Event) {
 		case hedge.FateCanceled:
 			m.cancelsSeen.Inc()
 		}
+	case hedge.EventGate:
+		m.gateChanged(e.Gate)
+	}
+}
+
+// gateChanged counts and logs a change of the overload gate: one line when
+// it shuts, one when it reopens, one when the evidence keeping it shut
+// changes.
+func (m *Metrics) gateChanged(st *hedge.GateState) {
+	shut := !st.Open()
+	moved := m.gateShut.Swap(shut) != shut
+	if moved {
+		m.gateMoves[shut].Inc()
+	}
+	switch {
+	case shut && moved:
+		m.log.Warn("overload gate shut: hedges for late answers paused", "signals", st.Shut.String(), "evidence", st.String())
+	case shut:
+		m.log.Info("overload gate still shut, on new evidence", "signals", st.Shut.String(), "evidence", st.String())
+	default:
+		m.log.Info("overload gate reopened: hedges for late answers resume")
 	}
 }
 
@@ -266,6 +297,14 @@ var (
 		"Hedges the duplicate-work budget would allow right now.", nil, nil)
 	descGate = prometheus.NewDesc("tailgate_hedge_gate_open",
 		"1 while the overload gate lets late-answer hedges through, 0 while it pauses them.", nil, nil)
+	descGateSignal = prometheus.NewDesc("tailgate_hedge_gate_signal",
+		"1 while this signal of overload keeps the gate shut: noHelp (hedges seldom win), slowdown (median latency risen against its baseline), capacity (the request or attempt limit 90% full), unavailable (most replicas' breakers open).", []string{"signal"}, nil)
+	descGateHedges = prometheus.NewDesc("tailgate_hedge_gate_window_hedges",
+		"Requests in the gate's window that sent a hedge because an answer was late and have ended, by result: won (a hedge answered first) or lost.", []string{"result"}, nil)
+	descGateMedian = prometheus.NewDesc("tailgate_hedge_gate_median_seconds",
+		"Median latency of accepted attempts the gate compares: recent (last 2s) against baseline (lowest 1s median of the last minute); 0 while unknown.", []string{"window"}, nil)
+	descGateProbes = prometheus.NewDesc("tailgate_hedge_gate_probes_total",
+		"Hedges sent while the gate was shut, one every window/min hedges (1s), to learn whether hedges help again.", nil, nil)
 	descInFlight = prometheus.NewDesc("tailgate_in_flight",
 		"Client requests, backend attempts and shadow requests in flight.", []string{"kind"}, nil)
 	descProbation = prometheus.NewDesc("tailgate_replica_probation",
@@ -278,7 +317,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descGate,
-		descInFlight, descProbation, descTransitions, descP50} {
+		descGateSignal, descGateHedges, descGateMedian, descGateProbes, descInFlight, descProbation, descTransitions, descP50} {
 		ch <- d
 	}
 }
@@ -308,16 +347,28 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	st := c.g.hedger.StatsAt(now)
-	gate := 0.0
-	if st.GateOpen {
-		gate = 1
-	}
+	gs := st.Gate
 	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, st.Delay.Seconds())
 	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, st.Credits)
-	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, gate)
+	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, b2f(gs.Open()))
+	for _, sig := range hedge.AllGateSignals {
+		ch <- prometheus.MustNewConstMetric(descGateSignal, prometheus.GaugeValue, b2f(gs.Shut&sig != 0), sig.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(gs.HedgeWins), "won")
+	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(gs.Hedged-gs.HedgeWins), "lost")
+	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.RecentMedian.Seconds(), "recent")
+	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.BaselineMedian.Seconds(), "baseline")
+	ch <- prometheus.MustNewConstMetric(descGateProbes, prometheus.CounterValue, float64(gs.Probes))
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.requests.inUse()), "requests")
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.attempts.inUse()), "attempts")
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.shadows.slots.inUse()), "shadows")
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // observers fans events out to several observers.

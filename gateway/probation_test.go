@@ -29,6 +29,7 @@ type memReplicas struct {
 	mu        sync.Mutex
 	latency   map[string]time.Duration
 	slowPaths map[string]time.Duration // extra latency by path
+	slowFirst map[string]time.Duration // extra latency of a primary (neither hedge nor shadow), by path
 	fail      map[string]bool
 	primaries map[string]int
 	hedges    map[string]int
@@ -37,12 +38,13 @@ type memReplicas struct {
 }
 
 func newMemReplicas(latency map[string]time.Duration) *memReplicas {
-	return &memReplicas{latency: latency, slowPaths: map[string]time.Duration{}, fail: map[string]bool{},
+	return &memReplicas{latency: latency, slowPaths: map[string]time.Duration{}, slowFirst: map[string]time.Duration{}, fail: map[string]bool{},
 		primaries: map[string]int{}, hedges: map[string]int{}, shadows: map[string]int{}}
 }
 
 func (m *memReplicas) RoundTrip(r *http.Request) (*http.Response, error) {
 	host := r.URL.Host
+	var d time.Duration
 	m.mu.Lock()
 	switch {
 	case r.Header.Get(ShadowHeader) != "":
@@ -52,8 +54,9 @@ func (m *memReplicas) RoundTrip(r *http.Request) (*http.Response, error) {
 		m.hedges[host]++
 	default:
 		m.primaries[host]++
+		d += m.slowFirst[r.URL.Opaque]
 	}
-	d := m.latency[host] + m.slowPaths[r.URL.Opaque]
+	d += m.latency[host] + m.slowPaths[r.URL.Opaque]
 	code := 200
 	if m.fail[host] && strings.HasPrefix(r.URL.Opaque, "/fail") {
 		code = 500

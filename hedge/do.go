@@ -197,8 +197,10 @@ type operation[T any] struct {
 
 	mu           sync.Mutex
 	launched     int
-	pending      int // attempts launched and not yet returned
-	wanted       bool
+	pending      int  // attempts launched and not yet returned
+	wanted       bool // a hedge was wanted because an answer was late
+	lateHedged   bool // ... and one was sent: the gate learns how it fared
+	probe        bool // ... through a shut gate, to learn whether hedges help again
 	finished     bool // the outcome is decided; later reports are late
 	windowClosed bool
 	delivered    bool
@@ -210,7 +212,7 @@ type operation[T any] struct {
 	wake         chan struct{} // set while the caller waits
 	timer        *delayTimer
 	timerTarget  delayTarget
-	due          time.Time // when the armed delay expires
+	fireAt       time.Time // when the armed delay timer is meant to fire
 	window       *time.Timer
 	tally        tally
 
@@ -244,7 +246,7 @@ func (o *operation[T]) run() (T, error) {
 		return zero, fmt.Errorf("hedge: %w", err)
 	}
 	h.budget.Admit()
-	h.gate.rates.addOp(now)
+	h.gate.addOp(now)
 	o.delay, o.expect = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 
@@ -266,8 +268,7 @@ func (o *operation[T]) run() (T, error) {
 	if o.max > 1 {
 		o.timerTarget.op = o
 		o.timer = h.delayTimer(&o.timerTarget)
-		o.due = now.Add(o.delay)
-		o.timer.t.Reset(o.delay)
+		o.arm(now)
 	}
 	o.mu.Unlock()
 
@@ -424,10 +425,11 @@ func (o *operation[T]) onDelay() {
 	defer o.mu.Unlock()
 	// A timer re-armed while its previous firing was on its way (or handed
 	// from a finished operation to this one) may fire early: only a firing
-	// at or after the due time counts.
-	if o.finished || now.Before(o.due) {
+	// at or after the time it was armed for counts.
+	if o.finished || now.Before(o.fireAt) {
 		return
 	}
+	o.h.noteTimerLag(now.Sub(o.fireAt))
 	o.tryHedge(TriggerDelay, now)
 }
 
@@ -444,14 +446,14 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		o.suppress(SuppressMaxAttempts)
 		return false
 	}
-	// The gate measures variability: only hedges wanted because an answer
-	// was late count towards it and wait for it. A failure is not
+	// The gate looks for overload: only hedges wanted because an answer
+	// was late wait for it and count towards it. A failure is not
 	// variability, and the hedge it wants is bounded by the budget alone,
 	// so that failing over from a broken replica is never paused.
 	delayed := trig == TriggerDelay
 	if delayed && !o.wanted {
 		o.wanted = true
-		h.gate.rates.addWanted(now)
+		h.gate.counts.add(now, countWanted)
 	}
 	a := Attempt{Index: o.launched, Trigger: trig}
 	if !h.p.IgnoreDeadline && o.expect > 0 {
@@ -460,9 +462,13 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 			return false
 		}
 	}
-	if delayed && !h.gate.open(now) {
-		o.suppress(SuppressGate)
-		return false
+	if delayed {
+		ok, probe := h.gate.allow(now)
+		if !ok {
+			o.suppress(SuppressGate)
+			return false
+		}
+		o.probe = o.probe || probe
 	}
 	if !h.budget.TrySpend() {
 		o.suppress(SuppressBudget)
@@ -485,11 +491,20 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		return false
 	}
 	o.launch(now, a, true)
+	o.lateHedged = o.lateHedged || delayed
 	if o.launched < o.max && o.timer != nil {
-		o.due = now.Add(o.delay) // the next hedge, one delay later
-		o.timer.t.Reset(o.delay)
+		o.arm(now) // the next hedge, one delay later
 	}
 	return true
+}
+
+// arm sets the delay timer for a hedge due one delay after now, early by
+// the timer lateness the Hedger has measured, so that the hedge goes out
+// at the delay rather than after it. Called with o.mu held.
+func (o *operation[T]) arm(now time.Time) {
+	lead := o.h.timerLead(o.delay)
+	o.fireAt = now.Add(o.delay - lead)
+	o.timer.t.Reset(o.delay - lead)
 }
 
 func (o *operation[T]) suppress(r SuppressReason) {
@@ -615,6 +630,15 @@ func (o *operation[T]) late(i int, v T, err error, end time.Time) {
 // opens the observation window. Called with o.mu held; unlocks.
 func (o *operation[T]) finish(now time.Time) {
 	o.finished = true
+	if o.lateHedged {
+		if helped, counts := o.hedgeHelped(); counts {
+			var took time.Duration
+			if helped {
+				took = now.Sub(o.startOf(o.res.idx))
+			}
+			o.h.gate.hedged(now, helped, took, o.probe)
+		}
+	}
 	if o.timer != nil {
 		o.timerStopped = o.h.putDelayTimer(o.timer)
 		o.timer = nil
@@ -652,6 +676,24 @@ func (o *operation[T]) finish(now time.Time) {
 	if deliver {
 		o.deliver()
 	}
+}
+
+// hedgeHelped reports, for an operation that sent a hedge because an
+// answer was late and has just been decided, whether the hedge helped: a
+// hedge won. Running out of time (the policy's Timeout, or the caller's
+// deadline) counts as no help; a caller who left, or attempts that all
+// failed, as neither. Called with o.mu held, from finish.
+func (o *operation[T]) hedgeHelped() (helped bool, counts bool) {
+	switch o.outcome {
+	case OutcomeWon:
+		return o.res.idx > 0, true
+	case OutcomeCanceled:
+		// o.ctx ended: its parent did (the caller's deadline or
+		// cancellation), or else the policy's Timeout passed.
+		err := o.parent.Err()
+		return false, err == nil || errors.Is(err, context.DeadlineExceeded)
+	}
+	return false, false
 }
 
 // closeWindow runs when the observation window ends with attempts still out.

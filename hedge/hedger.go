@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,12 @@ type Hedger struct {
 	delays *delayState
 	obs    Observer
 	wants  uint16 // bit k set: obs wants events of kind k
+
+	// timerLag is how late delay timers fire on this machine, an EWMA in
+	// nanoseconds: the runtime sleeps in whole milliseconds when idle, so a
+	// timer may fire up to a millisecond late. Timers are armed that much
+	// early (see timerLead).
+	timerLag atomic.Int64
 
 	// Pools of coordination objects that are provably idle after an
 	// operation, so the common path allocates as little as possible.
@@ -36,18 +43,22 @@ func New(p Policy) (*Hedger, error) {
 	h := &Hedger{
 		p:      p,
 		budget: p.Budget,
-		gate:   newGate(p.Gate, d.intendedShare()),
 		delays: d,
 		obs:    p.Observer,
 	}
 	if h.obs != nil {
 		f, filtered := h.obs.(EventFilter)
-		for k := EventStart; k <= EventReceipt; k++ {
+		for k := EventStart; k <= EventGate; k++ {
 			if !filtered || f.Wants(k) {
 				h.wants |= 1 << k
 			}
 		}
 	}
+	var notify func(GateState)
+	if h.observes(EventGate) {
+		notify = func(st GateState) { h.observe(Event{Kind: EventGate, Gate: &st}) }
+	}
+	h.gate = newGate(p.Gate, d.lat, notify)
 	return h, nil
 }
 
@@ -64,26 +75,28 @@ type Stats struct {
 	// Credits is the budget's current credit.
 	Credits float64
 	// Operations and WantedHedges count the operations in the gate's window
-	// and how many of them wanted a hedge.
+	// and how many of them wanted a hedge because an answer was late.
 	Operations, WantedHedges int64
-	// GateOpen reports whether the gate currently lets hedges through.
-	GateOpen bool
+	// Gate is the overload gate's state: whether it is open, and its
+	// evidence.
+	Gate GateState
 }
 
 // Stats reports the Hedger's state now.
 func (h *Hedger) Stats() Stats { return h.StatsAt(time.Now()) }
 
-// StatsAt reports the Hedger's state at now.
+// StatsAt reports the Hedger's state at now. It re-evaluates the gate if
+// that is due, so the view is current even when no operation runs.
 func (h *Hedger) StatsAt(now time.Time) Stats {
 	delay, expected := h.delays.current(now)
-	ops, wanted := h.gate.rates.totals(now)
+	t := h.gate.counts.totals(now)
 	return Stats{
 		Delay:        delay,
 		Expected:     expected,
 		Credits:      h.budget.Credits(),
-		Operations:   ops,
-		WantedHedges: wanted,
-		GateOpen:     h.gate.open(now),
+		Operations:   t[countOps],
+		WantedHedges: t[countWanted],
+		Gate:         h.gate.snapshot(now),
 	}
 }
 
@@ -128,3 +141,21 @@ func (h *Hedger) wakeChan() chan struct{} {
 	}
 	return make(chan struct{}, 1)
 }
+
+// noteTimerLag records that a delay timer fired lag after the time it was
+// armed for. Concurrent updates may lose one another: it is an estimate.
+func (h *Hedger) noteTimerLag(lag time.Duration) {
+	cur := h.timerLag.Load()
+	h.timerLag.Store(cur + (int64(lag)-cur)/timerLagWeight)
+}
+
+// timerLead is how early to arm a delay timer: the timer lateness measured
+// so far, but never more than a quarter of the delay, so a hedge never
+// goes out much before the delay even when the estimate is off.
+func (h *Hedger) timerLead(delay time.Duration) time.Duration {
+	return min(time.Duration(max(h.timerLag.Load(), 0)), delay/4)
+}
+
+// timerLagWeight: each firing moves the lateness estimate by 1/8 of its
+// error, so it follows the machine within a few dozen hedges.
+const timerLagWeight = 8

@@ -5,7 +5,7 @@ import "time"
 // Observer receives the events of every operation of a Hedger, for metrics
 // and logs. Observe is called synchronously on the request path, possibly
 // from several goroutines at once: it must be fast, safe for concurrent use,
-// and must not keep the Event's Receipt pointer after it returns.
+// and must not keep the Event's Receipt or Gate pointer after it returns.
 type Observer interface {
 	Observe(Event)
 }
@@ -42,9 +42,13 @@ const (
 	EventWin
 	// EventReceipt: the operation's receipt is final.
 	EventReceipt
+	// EventGate: the overload gate shut, reopened, or changed the signals
+	// that keep it shut. Gate is its new state. It is sent once per change,
+	// by whichever operation's goroutine found it.
+	EventGate
 )
 
-var eventNames = [...]string{"", "start", "launch", "suppress", "report", "win", "receipt"}
+var eventNames = [...]string{"", "start", "launch", "suppress", "report", "win", "receipt", "gate"}
 
 func (k EventKind) String() string {
 	if k == 0 {
@@ -63,4 +67,5 @@ type Event struct {
 	Fate    Fate
 	Err     error
 	Receipt *Receipt
+	Gate    *GateState
 }

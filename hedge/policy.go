@@ -165,23 +165,29 @@ func (p Policy) withDefaults() (Policy, error) {
 		return p, fmt.Errorf("%w: negative adaptive window %v", ErrInvalidPolicy, a.Window)
 	}
 	g := &p.Gate
-	if g.Threshold == 0 {
-		g.Threshold = defaultGateThreshold
-	}
-	if math.IsNaN(g.Threshold) || g.Threshold <= 0 || g.Threshold > 1 {
-		return p, fmt.Errorf("%w: gate threshold %v outside (0, 1]", ErrInvalidPolicy, g.Threshold)
-	}
 	if g.Window == 0 {
-		g.Window = defaultGateWindow
+		g.Window = DefaultGateWindow
 	}
 	if g.Window < 0 {
 		return p, fmt.Errorf("%w: negative gate window %v", ErrInvalidPolicy, g.Window)
 	}
-	if g.MinOperations == 0 {
-		g.MinOperations = defaultGateMinOps
+	if g.MinHedges == 0 {
+		g.MinHedges = DefaultGateMinHedges
 	}
-	if g.MinOperations < 0 {
-		return p, fmt.Errorf("%w: negative gate min operations %d", ErrInvalidPolicy, g.MinOperations)
+	if g.MinHedges < 0 {
+		return p, fmt.Errorf("%w: negative gate min hedges %d", ErrInvalidPolicy, g.MinHedges)
+	}
+	if g.MinWinRate == 0 {
+		g.MinWinRate = DefaultGateMinWinRate
+	}
+	if math.IsNaN(g.MinWinRate) || g.MinWinRate < 0 || g.MinWinRate > fastWinShare {
+		return p, fmt.Errorf("%w: gate min win rate %v outside (0, %v]", ErrInvalidPolicy, g.MinWinRate, fastWinShare)
+	}
+	if g.Slowdown == 0 {
+		g.Slowdown = DefaultGateSlowdown
+	}
+	if math.IsNaN(g.Slowdown) || g.Slowdown < 1 {
+		return p, fmt.Errorf("%w: gate slowdown %v below 1", ErrInvalidPolicy, g.Slowdown)
 	}
 	if p.Budget == nil {
 		b, err := NewBudget(DefaultBudgetFraction, DefaultBudgetBurst)
@@ -218,14 +224,6 @@ func newDelayState(p Policy) *delayState {
 		d.delay.Store(int64(p.Adaptive.Warmup))
 	}
 	return d
-}
-
-// intendedShare is the share of operations the delay means to hedge.
-func (d *delayState) intendedShare() float64 {
-	if d.fixed > 0 {
-		return 0
-	}
-	return 1 - d.adaptive.Quantile
 }
 
 // record adds the latency of an accepted (or cancelled-losing) attempt.

@@ -13,21 +13,14 @@ func TestPolicyDefaults(t *testing.T) {
 	p := h.Policy()
 	if p.MaxAttempts != 2 || p.ObserveWindow != 100*time.Millisecond || p.Adaptive.Quantile != 0.95 ||
 		p.Adaptive.Floor != time.Millisecond || p.Adaptive.Ceiling != time.Second || p.Adaptive.MinSamples != 50 ||
-		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Threshold != 0.05 || p.Gate.Window != 10*time.Second ||
-		p.Gate.MinOperations != 20 || p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
+		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Window != 10*time.Second || p.Gate.MinHedges != 10 ||
+		p.Gate.MinWinRate != 0.2 || p.Gate.Slowdown != 2 || p.Gate.Disabled || p.Gate.Load != nil ||
+		p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
 		t.Errorf("defaults: %+v", p)
 	}
-	// A fixed delay: the gate shuts above the 5% threshold itself.
-	if got := mustNew(t, Policy{Delay: time.Millisecond}).gate.limit; math.Abs(got-0.05) > 1e-9 {
-		t.Errorf("fixed gate limit %v, want 0.05", got)
-	}
-	// An adaptive p95 delay makes 5% of operations late by design; the
-	// threshold counts beyond those.
-	if got := h.gate.limit; math.Abs(got-0.10) > 1e-9 {
-		t.Errorf("adaptive gate limit %v, want 0.10", got)
-	}
-	if got := mustNew(t, Policy{Adaptive: Adaptive{Quantile: 0.8}}).gate.limit; math.Abs(got-0.25) > 1e-9 {
-		t.Errorf("adaptive p80 gate limit %v, want 0.25", got)
+	// Probes of a shut gate: a second apart, backing off to half the window.
+	if h.gate.probeFirst != int64(time.Second) || h.gate.probeMost != int64(5*time.Second) || h.gate.hold != time.Second {
+		t.Errorf("probes every %v to %v, hold %v; want 1s, 5s and 1s", time.Duration(h.gate.probeFirst), time.Duration(h.gate.probeMost), h.gate.hold)
 	}
 	// The warm-up delay is clamped into [Floor, Ceiling].
 	if got := mustNew(t, Policy{Adaptive: Adaptive{Floor: 20 * time.Millisecond, Ceiling: 30 * time.Millisecond}}).Stats().Delay; got != 20*time.Millisecond {
@@ -49,10 +42,13 @@ func TestPolicyRejects(t *testing.T) {
 		"negative min samples": {Adaptive: Adaptive{MinSamples: -1}},
 		"negative warmup":      {Adaptive: Adaptive{Warmup: -1}},
 		"negative lat window":  {Adaptive: Adaptive{Window: -1}},
-		"threshold above 1":    {Gate: Gate{Threshold: 1.5}},
-		"negative threshold":   {Gate: Gate{Threshold: -0.1}},
 		"negative gate window": {Gate: Gate{Window: -1}},
-		"negative gate ops":    {Gate: Gate{MinOperations: -1}},
+		"negative min hedges":  {Gate: Gate{MinHedges: -1}},
+		"win rate above half":  {Gate: Gate{MinWinRate: 0.6}},
+		"negative win rate":    {Gate: Gate{MinWinRate: -0.1}},
+		"win rate NaN":         {Gate: Gate{MinWinRate: math.NaN()}},
+		"slowdown below 1":     {Gate: Gate{Slowdown: 0.5}},
+		"slowdown NaN":         {Gate: Gate{Slowdown: math.NaN()}},
 	}
 	for name, p := range cases {
 		if _, err := New(p); !errors.Is(err, ErrInvalidPolicy) {

@@ -211,10 +211,7 @@ func RunFanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
 	for i, p := range specs {
 		pol := hedge.Policy{MaxAttempts: 1}
 		if p.hedge {
-			// The default delay is the model's p95, so 5% of shard requests
-			// want a hedge by design: allow the gate 5 points beyond that,
-			// as it allows an adaptive p95 delay.
-			pol = hedge.Policy{Delay: cfg.HedgeDelay, Gate: hedge.Gate{Threshold: 0.10}}
+			pol = hedge.Policy{Delay: cfg.HedgeDelay}
 		}
 		f, err := fanout.New(fanout.Config{Shards: cfg.Shards, Replicas: 2, Completion: fanout.Completion{Need: p.need}, Policy: pol})
 		if err != nil {

@@ -69,7 +69,10 @@ type serveFlags struct {
 	maxAttempts    int
 	timeout        time.Duration
 	maxBody        int64
-	gate           float64
+	gate           bool
+	gateWindow     time.Duration
+	gateWinRate    float64
+	gateSlowdown   float64
 	protocol       string
 	drain          time.Duration
 	maxHeaderBytes int
@@ -124,7 +127,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
 	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
-	fs.Float64Var(&f.gate, "gate-threshold", 0.05, "overload gate: hedging pauses while more than this share of requests wanted a hedge (beyond the 1-q an adaptive pq delay makes late), in (0, 1]")
+	fs.BoolVar(&f.gate, "gate", true, "overload gate: pause hedges for late answers on evidence of overload (false turns it off; the budget still bounds hedges)")
+	fs.DurationVar(&f.gateWindow, "gate-window", hedge.DefaultGateWindow, "overload gate: how far back hedge outcomes count; it reopens within one window of the overload ending")
+	fs.Float64Var(&f.gateWinRate, "gate-min-win-rate", hedge.DefaultGateMinWinRate, "overload gate: shut when fewer hedges than this share win (the alternates are as slow), in (0, 0.5]")
+	fs.Float64Var(&f.gateSlowdown, "gate-slowdown", hedge.DefaultGateSlowdown, "overload gate: shut when the median latency reaches this many times its baseline and hedges do not clearly win (>= 1)")
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
@@ -161,8 +167,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		switch {
 		case given["hedge-delay"]:
 			return cfg, nil, errors.New("-hedge-delay does not apply with -tied: the second copy goes after -tied-delay")
-		case given["gate-threshold"]:
-			return cfg, nil, errors.New("-gate-threshold does not apply with -tied: the overload gate is off, since every read wants its second copy")
+		case given["gate"] || given["gate-window"] || given["gate-min-win-rate"] || given["gate-slowdown"]:
+			return cfg, nil, errors.New("the -gate flags do not apply with -tied: the overload gate is off, since every read wants its second copy")
 		case f.attempts != 2:
 			return cfg, nil, fmt.Errorf("-hedge-max-attempts %d does not apply with -tied: a tied request is two copies", f.attempts)
 		case f.tiedDelay >= f.timeout:
@@ -191,15 +197,20 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	if f.attempts < 1 || f.attempts > hedge.MaxAttemptsCap {
 		return cfg, nil, fmt.Errorf("-hedge-max-attempts %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
 	}
-	if !(f.gate > 0 && f.gate <= 1) {
-		return cfg, nil, fmt.Errorf("-gate-threshold %v must be within (0, 1]", f.gate)
+	switch {
+	case f.gateWindow <= 0:
+		return cfg, nil, fmt.Errorf("-gate-window %v must be positive", f.gateWindow)
+	case !(f.gateWinRate > 0 && f.gateWinRate <= 0.5):
+		return cfg, nil, fmt.Errorf("-gate-min-win-rate %v must be within (0, 0.5]", f.gateWinRate)
+	case !(f.gateSlowdown >= 1) || math.IsInf(f.gateSlowdown, 0):
+		return cfg, nil, fmt.Errorf("-gate-slowdown %v must be a number of at least 1", f.gateSlowdown)
 	}
 	cfg.Policy = hedge.Policy{
 		Delay:       fixed,
 		Adaptive:    hedge.Adaptive{Quantile: q},
 		MaxAttempts: f.attempts,
 		Budget:      budget,
-		Gate:        hedge.Gate{Threshold: f.gate},
+		Gate:        hedge.Gate{Disabled: !f.gate, Window: f.gateWindow, MinWinRate: f.gateWinRate, Slowdown: f.gateSlowdown},
 	}
 	switch {
 	case f.maxRequests < 1:

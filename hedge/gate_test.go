@@ -1,0 +1,442 @@
+package hedge
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// eventCounts counts a Hedger's events: hedges launched because an answer
+// was late, hedges held by the gate or the budget, and gate changes.
+type eventCounts struct {
+	mu                    sync.Mutex
+	lateHedges, failovers int
+	gated, budget         int
+	changes               []GateState
+}
+
+func (c *eventCounts) Observe(e Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Kind {
+	case EventLaunch:
+		switch e.Attempt.Trigger {
+		case TriggerDelay:
+			c.lateHedges++
+		case TriggerFailure:
+			c.failovers++
+		}
+	case EventSuppress:
+		switch e.Reason {
+		case SuppressGate:
+			c.gated++
+		case SuppressBudget:
+			c.budget++
+		}
+	case EventGate:
+		c.changes = append(c.changes, *e.Gate)
+	}
+}
+
+// read returns the counts so far, and resets them when reset is set.
+func (c *eventCounts) read(reset bool) (hedged, gated, budget int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hedged, gated, budget = c.lateHedges, c.gated, c.budget
+	if reset {
+		c.lateHedges, c.gated, c.budget = 0, 0, 0
+	}
+	return
+}
+
+func (c *eventCounts) gateChanges() []GateState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]GateState(nil), c.changes...)
+}
+
+// latencies answers "ok" after lat(a), or returns early on cancellation.
+func latencies(lat func(a Attempt) time.Duration) func(ctx context.Context, a Attempt) (string, error) {
+	return func(ctx context.Context, a Attempt) (string, error) {
+		t := time.NewTimer(lat(a))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return "ok", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// openLoop starts op(i) for i in [from, to) every `every`, each in its own
+// goroutine as an open-loop client would, and returns when all have
+// returned.
+func openLoop(from, to int, every time.Duration, op func(i int)) {
+	var wg sync.WaitGroup
+	for i := from; i < to; i++ {
+		wg.Go(func() { op(i) })
+		time.Sleep(every)
+	}
+	wg.Wait()
+}
+
+// do runs one operation on h over targets a and b, primaries alternating.
+func gateDo(t *testing.T, h *Hedger, i int, lat func(a Attempt) time.Duration) {
+	_, err := Do(context.Background(), h, Op[string]{Call: latencies(lat), Targets: []string{"a", "b"}, First: i % 2})
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Error(err)
+	}
+}
+
+// A hedge that starts a delay after a primary as slow as itself never
+// overtakes: the hedges do not help, the signature of saturation. After
+// MinHedges such operations the gate shuts, lets a probe through a second
+// later and then ever more rarely while they lose, and reopens when the
+// probes show hedges winning again: within one window. It says so once
+// each way.
+func TestGateShutsWhenHedgesDoNotHelp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
+		same := func(Attempt) time.Duration { return 30 * time.Millisecond }
+		for i := range 10 {
+			gateDo(t, h, i, same)
+			time.Sleep(20 * time.Millisecond)
+		}
+		if hedged, gated, _ := c.read(true); hedged != 10 || gated != 0 {
+			t.Fatalf("first 10 operations: %d hedged, %d gated; want 10 and 0 (too little evidence yet)", hedged, gated)
+		}
+		for i := 10; i < 200; i++ { // 190 operations, 50ms apart: 9.5s
+			gateDo(t, h, i, same)
+			time.Sleep(20 * time.Millisecond)
+		}
+		hedged, gated, _ := c.read(true)
+		if hedged != 3 || gated != 187 {
+			// A probe at once, then 2s and 4s later: each loss doubles the gap.
+			t.Errorf("gate shut for 9.5s: %d probes and %d gated of 190; want 3 probes (at 0, 2 and 6s)", hedged, gated)
+		}
+		st := h.Stats().Gate
+		if st.Shut != GateNoHelp || st.HedgeWins != 0 || st.Hedged == 0 || st.Probes != int64(hedged) {
+			t.Errorf("stats: %+v; want shut for noHelp by lost hedges, %d probes", st, hedged)
+		}
+		if s := st.String(); !strings.Contains(s, "hedges won 0 of") {
+			t.Errorf("explanation %q", s)
+		}
+
+		// The alternates get fast again: probes win, and the gate reopens
+		// within one window.
+		recovered := time.Now()
+		var reopened time.Duration
+		for i := 200; i < 400 && reopened == 0; i++ {
+			gateDo(t, h, i, func(a Attempt) time.Duration {
+				if a.Index == 0 {
+					return 40 * time.Millisecond
+				}
+				return time.Millisecond
+			})
+			time.Sleep(20 * time.Millisecond)
+			if h.Stats().Gate.Open() {
+				reopened = time.Since(recovered)
+			}
+		}
+		t.Logf("reopened %v after the alternates got fast", reopened)
+		if reopened == 0 || reopened > 10*time.Second {
+			t.Fatalf("gate reopened %v after hedges helped again; want within the 10s window", reopened)
+		}
+		changes := c.gateChanges()
+		if len(changes) != 2 || changes[0].Shut != GateNoHelp || !changes[1].Open() {
+			t.Errorf("gate changes %+v; want one shut (noHelp) and one reopening", changes)
+		}
+		c.read(true)
+		for i := range 20 {
+			gateDo(t, h, i, func(a Attempt) time.Duration {
+				return [2]time.Duration{40 * time.Millisecond, time.Millisecond}[min(a.Index, 1)]
+			})
+		}
+		if hedged, gated, _ := c.read(false); hedged != 20 || gated != 0 {
+			t.Errorf("after reopening: %d hedged, %d gated of 20", hedged, gated)
+		}
+	})
+}
+
+// The seeds' straggler workloads: a share of reads is slow on its primary
+// and fast on the alternate. However large the share, the gate never holds
+// such hedges; up to the budget's fraction every one is sent, and beyond it
+// the budget (not the gate) says no.
+func TestGateNeverHoldsHedgesThatHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		policy   Policy
+		every    int // one read in every is slow on its primary
+		budgeted bool
+	}{
+		{"5% stragglers, fixed 10ms, default budget", Policy{Delay: 10 * time.Millisecond}, 20, false},
+		{"5% stragglers, adaptive p95, default budget", Policy{}, 20, false},
+		{"10% stragglers, fixed 10ms, budget 0.2", Policy{Delay: 10 * time.Millisecond, Budget: budget(0.2, 10)}, 10, false},
+		{"20% stragglers, fixed 10ms, budget 0.25", Policy{Delay: 10 * time.Millisecond, Budget: budget(0.25, 10)}, 5, false},
+		{"50% stragglers, fixed 10ms, default budget", Policy{Delay: 10 * time.Millisecond}, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c eventCounts
+				p := tc.policy
+				p.Observer = &c
+				h := mustNew(t, p)
+				const n = 2000 // 20s at 100/s: two gate windows
+				openLoop(0, n, 10*time.Millisecond, func(i int) {
+					gateDo(t, h, i, func(a Attempt) time.Duration {
+						if a.Index == 0 && i%tc.every == tc.every-1 {
+							return 40 * time.Millisecond
+						}
+						return time.Millisecond
+					})
+				})
+				hedged, gated, budgeted := c.read(false)
+				if gated != 0 || len(c.gateChanges()) != 0 {
+					t.Errorf("%d hedges held by the gate, %d gate changes (%+v); want none", gated, len(c.gateChanges()), c.gateChanges())
+				}
+				slow := n / tc.every
+				if !tc.budgeted && (hedged < slow-2 || budgeted > 2) {
+					// The adaptive delay learns from the first 50 reads: a straggler among them may finish first.
+					t.Errorf("%d of %d slow reads hedged, %d held by the budget", hedged, slow, budgeted)
+				}
+				if tc.budgeted {
+					b := h.Policy().Budget
+					limit := int(math.Ceil(b.Burst() + b.Fraction()*n))
+					if hedged > limit || budgeted == 0 {
+						t.Errorf("%d hedged (budget allows %d), %d held by the budget", hedged, limit, budgeted)
+					}
+				}
+				if st := h.Stats().Gate; !st.Open() || st.WinRate() < 0.9 {
+					t.Errorf("gate %+v", st)
+				}
+			})
+		})
+	}
+}
+
+func budget(fraction, burst float64) *Budget {
+	b, err := NewBudget(fraction, burst)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// The typical attempt slows down against its own baseline: saturation,
+// unless hedges sent since then win at the old speed. When the primaries
+// slow but the alternates answer as fast as before (one replica slow), the
+// gate shuts at once, lets probes through, and reopens on their evidence;
+// when every attempt is slower, alternates included, it stays shut; when
+// the median falls back it reopens.
+func TestGateSlowdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
+		fast := func(Attempt) time.Duration { return time.Millisecond }
+		// Three seconds at 1ms: the baseline.
+		openLoop(0, 300, 10*time.Millisecond, func(i int) { gateDo(t, h, i, fast) })
+		if st := h.Stats().Gate; !st.Open() || st.BaselineMedian == 0 || st.BaselineMedian > 1100*time.Microsecond {
+			t.Fatalf("after 3s at 1ms: %+v", st)
+		}
+		// Primaries take 4ms now, one in 20 takes 40ms; hedges answer in
+		// 1ms, as everything did before.
+		slowPrimaries := func(i int) func(a Attempt) time.Duration {
+			return func(a Attempt) time.Duration {
+				switch {
+				case a.Index > 0:
+					return time.Millisecond
+				case i%20 == 19:
+					return 40 * time.Millisecond
+				}
+				return 4 * time.Millisecond
+			}
+		}
+		var shutAt, openAt time.Duration
+		var mu sync.Mutex // the reads run in goroutines of their own
+		start := time.Now()
+		openLoop(300, 1300, 10*time.Millisecond, func(i int) {
+			gateDo(t, h, i, slowPrimaries(i))
+			st := h.Stats().Gate
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case shutAt == 0 && st.Shut == GateSlowdown:
+				shutAt = time.Since(start)
+			case shutAt > 0 && openAt == 0 && st.Open():
+				openAt = time.Since(start)
+			}
+		})
+		t.Logf("slower primaries, alternates as fast as before: shut at %v, reopened at %v", shutAt, openAt)
+		if shutAt == 0 || shutAt > 2*time.Second {
+			t.Errorf("gate shut for the slowdown at %v; want within 2s", shutAt)
+		}
+		if openAt == 0 || openAt > shutAt+8*time.Second {
+			t.Fatalf("gate reopened at %v: want within 8s of shutting (five probes won at the old speed); changes %v", openAt, c.gateChanges())
+		}
+		st := h.Stats().Gate
+		if !st.Open() || st.RecentMedian < 3900*time.Microsecond || st.RiseFastWins < st.RiseHedged/2 {
+			t.Errorf("end of the phase: %v, median %v, %d of %d won at the old speed; want open with the median still 4ms; changes %v",
+				st, st.RecentMedian, st.RiseFastWins, st.RiseHedged, c.gateChanges())
+		}
+
+		// Now every attempt takes 4ms, alternates too: hedges still win
+		// against the 40ms primaries, but slowly. Once their outcomes
+		// outweigh the old ones, the gate shuts and stays so.
+		slower := func(i int) func(a Attempt) time.Duration {
+			return func(a Attempt) time.Duration {
+				if a.Index == 0 && i%20 == 19 {
+					return 40 * time.Millisecond
+				}
+				return 4 * time.Millisecond
+			}
+		}
+		openLoop(1300, 3800, 10*time.Millisecond, func(i int) { gateDo(t, h, i, slower(i)) })
+		if st := h.Stats().Gate; st.Shut != GateSlowdown || st.HedgeWins == 0 {
+			t.Errorf("alternates as slow as the primaries, median 4x its baseline: %v; want shut for the slowdown alone", st)
+		}
+		// Back to 1ms: the recent median falls and the gate reopens.
+		openLoop(3800, 4100, 10*time.Millisecond, func(i int) { gateDo(t, h, i, fast) })
+		if st := h.Stats().Gate; st.Shut&GateSlowdown != 0 {
+			t.Errorf("3s after the slowdown ended: %v", st)
+		}
+	})
+}
+
+// The caller's own evidence: a concurrency limit 90% full, or most
+// targets unavailable, shuts the gate with no probes; each clears with
+// hysteresis and then only after a tenth of the window without it.
+func TestGateLoadSignals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var load atomic.Pointer[Load]
+		load.Store(&Load{})
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c,
+			Gate: Gate{Load: func() Load { return *load.Load() }}})
+		// One read in five is slow on its primary; hedges are fast.
+		late := func(i int) func(a Attempt) time.Duration {
+			return func(a Attempt) time.Duration {
+				if a.Index == 0 && i%5 == 4 {
+					return 40 * time.Millisecond
+				}
+				return time.Millisecond
+			}
+		}
+		phase := func(l Load, d time.Duration) (hedged, gated int) {
+			load.Store(&l)
+			c.read(true)
+			openLoop(0, int(d/(4*time.Millisecond)), 4*time.Millisecond, func(i int) { gateDo(t, h, i, late(i)) })
+			hedged, gated, _ = c.read(false)
+			return
+		}
+		for _, step := range []struct {
+			load      Load
+			d         time.Duration
+			shut      GateSignals // at the end of the step
+			allHedged bool
+		}{
+			{Load{InUse: 0.5}, time.Second, 0, true},
+			{Load{InUse: 0.95}, time.Second, GateCapacity, false},
+			{Load{InUse: 0.8}, 3 * time.Second, GateCapacity, false}, // hysteresis: not below 75%
+			{Load{InUse: 0.5}, 500 * time.Millisecond, GateCapacity, false},
+			{Load{InUse: 0.5}, time.Second, 0, false}, // a second after it last tripped
+			{Load{InUse: 0.5}, time.Second, 0, true},
+			{Load{Unavailable: 2.0 / 3}, time.Second, GateUnavailable, false},
+			{Load{Unavailable: 0.5, InUse: 0.9}, 500 * time.Millisecond, GateUnavailable | GateCapacity, false},
+			{Load{Unavailable: 0.5}, 2 * time.Second, 0, false},
+		} {
+			hedged, gated := phase(step.load, step.d)
+			st := h.Stats().Gate
+			if st.Shut != step.shut || st.Load != step.load {
+				t.Errorf("load %+v for %v: gate %v, load seen %+v; want %v", step.load, step.d, st.Shut, st.Load, step.shut)
+			}
+			if step.allHedged && gated != 0 {
+				t.Errorf("load %+v: %d hedges gated", step.load, gated)
+			}
+			if step.shut != 0 && st.Probes != 0 {
+				t.Errorf("load %+v: %d probes; the caller's evidence is not for hedges to disprove", step.load, st.Probes)
+			}
+			_ = hedged
+		}
+		if s := h.Stats().Gate.String(); s != "open" {
+			t.Errorf("open gate explained as %q", s)
+		}
+	})
+}
+
+// Operations that run out of time with a hedge out count as hedges that did
+// not help; callers who leave count as nothing.
+func TestGateCountsTimeoutsAsLosses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// IgnoreDeadline: with the deadline check, hedges that cannot
+		// finish in time are not sent at all.
+		h := mustNew(t, Policy{Delay: 5 * time.Millisecond, Budget: mustBudget(t, 1, 1000), IgnoreDeadline: true})
+		slow := latencies(func(Attempt) time.Duration { return 50 * time.Millisecond })
+		for range 10 {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			Do(ctx, h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
+			time.Sleep(30 * time.Millisecond)
+		}
+		if st := h.Stats().Gate; st.Hedged != 0 || !st.Open() {
+			t.Errorf("callers who left: %d hedged, gate %v; want no evidence", st.Hedged, st)
+		}
+		for range 10 {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			Do(ctx, h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
+			cancel()
+			time.Sleep(30 * time.Millisecond)
+		}
+		if st := h.Stats().Gate; st.Hedged != 10 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("deadlines that passed: %d hedged, %d won, gate %v; want 10 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		}
+		// The policy's own Timeout counts the same.
+		h = mustNew(t, Policy{Delay: 5 * time.Millisecond, Timeout: 20 * time.Millisecond, Budget: mustBudget(t, 1, 1000), IgnoreDeadline: true})
+		for range 10 {
+			Do(context.Background(), h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
+			time.Sleep(30 * time.Millisecond)
+		}
+		if st := h.Stats().Gate; st.Hedged != 10 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("policy timeouts: %d hedged, %d won, gate %v; want 10 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		}
+	})
+}
+
+// A disabled gate never holds a hedge back, whatever the evidence.
+func TestGateDisabled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c,
+			Gate: Gate{Disabled: true, Load: func() Load { return Load{InUse: 1, Unavailable: 1} }}})
+		for i := range 50 {
+			gateDo(t, h, i, func(Attempt) time.Duration { return 30 * time.Millisecond })
+			time.Sleep(20 * time.Millisecond)
+		}
+		if hedged, gated, _ := c.read(false); hedged != 50 || gated != 0 || !h.Stats().Gate.Open() {
+			t.Errorf("disabled gate: %d hedged, %d gated, %+v", hedged, gated, h.Stats().Gate)
+		}
+	})
+}
+
+func TestGateSignalsString(t *testing.T) {
+	for s, want := range map[GateSignals]string{
+		0:                            "none",
+		GateNoHelp:                   "noHelp",
+		GateSlowdown | GateCapacity:  "slowdown+capacity",
+		GateNoHelp | GateUnavailable: "noHelp+unavailable",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("%08b: %q, want %q", s, got, want)
+		}
+	}
+	if got := (GateNoHelp | GateSlowdown | GateCapacity | GateUnavailable).Names(); len(got) != 4 || got[3] != "unavailable" {
+		t.Errorf("Names: %v", got)
+	}
+}
