@@ -49,12 +49,16 @@ type CompareSide struct {
 
 // CompareReport is the compare experiment's JSON report.
 type CompareReport struct {
-	Version       int               `json:"version"`
-	Experiment    string            `json:"experiment"`
-	Config        CompareConfigJSON `json:"config"`
-	Environment   Environment       `json:"environment"`
-	BaselineCalls int               `json:"baselineCalls"`
-	HedgedCalls   int               `json:"hedgedCalls"`
+	Version     int               `json:"version"`
+	Experiment  string            `json:"experiment"`
+	Config      CompareConfigJSON `json:"config"`
+	Environment Environment       `json:"environment"`
+	// BaselineCalls and HedgedCalls count the calls each side launched,
+	// hedges included: HedgedCalls/BaselineCalls is the call ratio, the
+	// duplicate work hedging cost the client (about 2 when every read
+	// hedges, as with the default 80ms primary and a 10ms delay).
+	BaselineCalls int `json:"baselineCalls"`
+	HedgedCalls   int `json:"hedgedCalls"`
 	// FixtureWork is the work the fixtures did, by their own counters; null
 	// for external endpoints, whose work cannot be seen.
 	FixtureWork *CompareWork `json:"fixtureWork"`
@@ -165,7 +169,7 @@ func RunCompare(ctx context.Context, cfg CompareConfig) (*CompareReport, error) 
 	if cfg.Progress != nil {
 		cfg.Progress(2*cfg.Samples, 2*cfg.Samples)
 	}
-	rep.BaselineCalls, rep.HedgedCalls = cfg.Samples, cfg.Samples
+	rep.BaselineCalls, rep.HedgedCalls = rep.Baseline.Attempts, rep.Hedged.Attempts
 	if fixtures != nil {
 		rep.FixtureWork = &work
 	}

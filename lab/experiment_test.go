@@ -121,7 +121,7 @@ func TestCompareWithFixturesReconciles(t *testing.T) {
 		t.Errorf("receipts: %+v", rep.Receipts.Hedged[:1])
 	}
 	b, _ := json.Marshal(rep)
-	for _, key := range []string{`"version":1`, `"config":`, `"baselineCalls":30`, `"hedgedCalls":30`, `"fixtureWork":{`, `"p50Ms":`, `"p90Ms":`, `"p99Ms":`, `"maxMs":`, `"receipts":{`} {
+	for _, key := range []string{`"version":1`, `"config":`, `"baselineCalls":30`, `"hedgedCalls":60`, `"fixtureWork":{`, `"p50Ms":`, `"p90Ms":`, `"p99Ms":`, `"maxMs":`, `"receipts":{`} {
 		if !bytes.Contains(b, []byte(key)) {
 			t.Errorf("report lacks %s", key)
 		}
