@@ -287,3 +287,33 @@ func TestOverloadWithHedgePriority(t *testing.T) {
 		t.Errorf("queued-last point %+v against %+v", low, fifo)
 	}
 }
+
+// The pacer arms its timer early by the lateness it has measured, and a
+// request sent early is measured from its send, never from a schedule it
+// beat.
+func TestPacerSendsEarlyByMeasuredLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := pacer{lag: 2 * time.Millisecond}
+		start := time.Now()
+		from := p.wait(t.Context(), start.Add(10*time.Millisecond), 10*time.Millisecond)
+		if sent := time.Since(start); sent != 8*time.Millisecond || !from.Equal(start.Add(8*time.Millisecond)) {
+			t.Errorf("sent at %v, measured from %v; want both at 8ms", sent, from.Sub(start))
+		}
+		// Timers here fire on time: the estimate decays towards no lag.
+		if p.lag >= 2*time.Millisecond {
+			t.Errorf("lag %v after an on-time firing", p.lag)
+		}
+		// Never earlier than half the gap.
+		p.lag = time.Second
+		start = time.Now()
+		p.wait(t.Context(), start.Add(10*time.Millisecond), 10*time.Millisecond)
+		if sent := time.Since(start); sent != 5*time.Millisecond {
+			t.Errorf("sent at %v with a huge lag; want half the 10ms gap", sent)
+		}
+		// Due already: at once, measured from the schedule.
+		start = time.Now()
+		if from := p.wait(t.Context(), start.Add(-time.Millisecond), time.Millisecond); !from.Equal(start.Add(-time.Millisecond)) {
+			t.Errorf("late send measured from %v", from.Sub(start))
+		}
+	})
+}

@@ -18,8 +18,12 @@ type Load struct {
 	// at scheduled times (Poisson arrivals) whether or not earlier ones
 	// have been answered (open loop), and latency is measured from the
 	// scheduled time, so a stalled system cannot hide its queue
-	// (no coordinated omission). Zero means closed loop: Concurrency
-	// workers each send their next request when the previous is answered.
+	// (no coordinated omission). An idle Go process wakes from a timer up
+	// to a millisecond late, so the generator arms each timer early by
+	// the lateness it has measured (at most half the gap), and a request
+	// it sends before its scheduled time is measured from when it was
+	// sent. Zero means closed loop: Concurrency workers each send their
+	// next request when the previous is answered.
 	Rate float64
 	// Concurrency is the number of closed-loop workers, or, in open loop,
 	// the most requests outstanding at once: a request that would exceed it
@@ -38,7 +42,8 @@ var ErrDropped = errors.New("lab: request dropped: too many outstanding")
 type Outcome struct {
 	// Scheduled is when the request was due, from the start of the run.
 	Scheduled time.Duration
-	// Latency is from the scheduled time to the end of the answer.
+	// Latency is from the scheduled time (or the send, if that was
+	// earlier) to the end of the answer.
 	Latency time.Duration
 	// Err is why the request failed, nil if it succeeded.
 	Err error
@@ -91,6 +96,35 @@ feed:
 	}
 }
 
+// pacer waits for scheduled send times. An idle Go process wakes from a
+// timer up to a millisecond late (the runtime sleeps in whole
+// milliseconds), which would be charged to every request; so the pacer
+// arms each timer early by the lateness it has measured (an EWMA), at most
+// half the gap from the previous send.
+type pacer struct {
+	lag time.Duration
+}
+
+// wait returns at due, or a little before, or when ctx ends, and returns
+// the time to measure the request from: due, or the send if that is
+// earlier.
+func (p *pacer) wait(ctx context.Context, due time.Time, gap time.Duration) time.Time {
+	if wait := time.Until(due) - min(p.lag, gap/2); wait > 0 {
+		armed := time.Now().Add(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+			p.lag += (time.Since(armed) - p.lag) / 8
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if now := time.Now(); now.Before(due) {
+		return now // sent early: measured from the send
+	}
+	return due
+}
+
 func generateOpen(ctx context.Context, load Load, do func(context.Context, int) error, out []Outcome) {
 	limit := load.Concurrency
 	if limit <= 0 {
@@ -101,18 +135,13 @@ func generateOpen(ctx context.Context, load Load, do func(context.Context, int) 
 	var wg sync.WaitGroup
 	start := time.Now()
 	var at time.Duration
+	var p pacer
 	i := 0
 	for ; i < len(out); i++ {
 		// Exponential gaps: Poisson arrivals at the offered rate.
-		at += time.Duration(rng.ExpFloat64() / load.Rate * float64(time.Second))
-		if wait := time.Until(start.Add(at)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
+		gap := time.Duration(rng.ExpFloat64() / load.Rate * float64(time.Second))
+		at += gap
+		from := p.wait(ctx, start.Add(at), gap)
 		if ctx.Err() != nil {
 			break
 		}
@@ -127,7 +156,7 @@ func generateOpen(ctx context.Context, load Load, do func(context.Context, int) 
 		wg.Go(func() {
 			defer func() { <-slots }()
 			err := do(ctx, j)
-			out[j].Latency = time.Since(start.Add(out[j].Scheduled))
+			out[j].Latency = time.Since(from)
 			out[j].Err = err
 		})
 	}
