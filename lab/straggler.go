@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -67,11 +68,21 @@ func (r *StragglerReport) Latencies() (baseline, hedged []float64) {
 // DefaultStragglerModel is the straggler experiment's default: every 20th
 // request straggles (80ms) on its primary, and is fast (2ms) as a hedge.
 func DefaultStragglerModel(requests int) Model {
+	return StragglerIDs(requests, 0.05, 2*time.Millisecond, 80*time.Millisecond)
+}
+
+// StragglerIDs is the reference experiment's shape: of requests ids 0 to
+// requests-1, a share spread evenly (id i when floor((i+1)·share) passes
+// floor(i·share): every 20th for 0.05) takes slow on whichever replica
+// serves it as a primary and fast as a hedge; the others take fast.
+func StragglerIDs(requests int, share float64, fast, slow time.Duration) Model {
 	var ids []uint64
-	for i := 19; i < requests; i += 20 {
-		ids = append(ids, uint64(i))
+	for i := range requests {
+		if math.Floor(float64(i+1)*share) > math.Floor(float64(i)*share) {
+			ids = append(ids, uint64(i))
+		}
 	}
-	return SlowIDs{IDs: ids, Fast: 2 * time.Millisecond, Slow: 80 * time.Millisecond, PrimaryOnly: true}
+	return SlowIDs{IDs: ids, Fast: fast, Slow: slow, PrimaryOnly: true}
 }
 
 // RunStraggler runs the straggler experiment: two fixtures on 127.0.0.1,

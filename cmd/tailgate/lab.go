@@ -281,19 +281,45 @@ func baseURL(u string) string {
 }
 
 func runLabStraggler(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("lab straggler", `Two fixtures on 127.0.0.1; the listed request IDs (by default every 20th)
-straggle on whichever replica serves them as a primary and are fast as a
-hedge. The same reads go directly with alternating primaries (baseline), then
-through the real gateway in-process (hedged). Latency is measured from each
-read's scheduled time; attempts and wasted work are the replicas' counts.`, stderr)
+	fs := newFlags("lab straggler", `Two fixtures on 127.0.0.1; a share of the request IDs (-slow-share, spread
+evenly: every 20th by default) straggle on whichever replica serves them as a
+primary and are fast as a hedge. The same reads go directly with alternating
+primaries (baseline), then through the real gateway in-process (hedged).
+Latency is measured from each read's scheduled time; attempts and wasted work
+are the replicas' counts.
+
+The reference experiment's shape (one of its two hedge settings):
+  tailgate lab straggler -slow-share 0.2 -slow 40ms -fast 1ms -hedge-delay 25ms -hedge-fraction 0.1`, stderr)
 	var o outputs
 	o.register(fs)
 	requests := fs.Int("requests", 500, "reads per side (1 to 100000)")
 	rate := fs.Float64("rate", 100, "offered load, reads per second (open loop; > 0)")
 	delay := fs.String("hedge-delay", "auto", `gateway hedge delay: a duration, "auto" or a percentile ("p90")`)
-	model := fs.String("model", "", "latency model of both replicas (default: slowids, every 20th id 80ms as a primary, 2ms otherwise); see tailgate fixture -h")
+	fraction := fs.Float64("hedge-fraction", hedge.DefaultBudgetFraction, "gateway hedge budget: extra attempts earned per read, in [0, 1]")
+	burst := fs.Float64("hedge-burst", hedge.DefaultBudgetBurst, "gateway hedge budget: most hedges in a row (>= 1)")
+	share := fs.Float64("slow-share", 0.05, "share of the request IDs slow on their primary, in [0, 1]")
+	slow := fs.Duration("slow", 80*time.Millisecond, "a slow primary's latency (> 0, at most 1m)")
+	fast := fs.Duration("fast", 2*time.Millisecond, "every other attempt's latency (>= 0, at most -slow)")
+	model := fs.String("model", "", "latency model of both replicas instead of -slow-share, -slow and -fast; see tailgate fixture -h")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *model != "" && (given["slow-share"] || given["slow"] || given["fast"]) {
+		return usageError(stderr, "lab straggler", errors.New("-model replaces -slow-share, -slow and -fast: give one or the other"))
+	}
+	switch {
+	case !(*share >= 0 && *share <= 1):
+		return usageError(stderr, "lab straggler", fmt.Errorf("-slow-share %v must be within [0, 1]", *share))
+	case *slow <= 0 || *slow > time.Minute:
+		return usageError(stderr, "lab straggler", fmt.Errorf("-slow %v must be within (0, 1m]", *slow))
+	case *fast < 0 || *fast > *slow:
+		return usageError(stderr, "lab straggler", fmt.Errorf("-fast %v must be within [0, -slow]", *fast))
+	}
+	budget, err := hedge.NewBudget(*fraction, *burst)
+	if err != nil {
+		return usageError(stderr, "lab straggler", fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err))
 	}
 	if *requests < 1 || *requests > 100000 {
 		return usageError(stderr, "lab straggler", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
@@ -305,7 +331,8 @@ read's scheduled time; attempts and wasted work are the replicas' counts.`, stde
 	if err != nil {
 		return usageError(stderr, "lab straggler", err)
 	}
-	var m lab.Model
+	p.Budget = budget
+	m := lab.StragglerIDs(*requests, *share, *fast, *slow)
 	if *model != "" {
 		if m, err = lab.ParseModel(*model); err != nil {
 			return usageError(stderr, "lab straggler", err)
@@ -324,11 +351,13 @@ read's scheduled time; attempts and wasted work are the replicas' counts.`, stde
 		lab.StragglerSide
 	}
 	config := struct {
-		Requests   int     `json:"requests"`
-		Rate       float64 `json:"rate"`
-		Model      string  `json:"model"`
-		HedgeDelay string  `json:"hedgeDelay"`
-	}{rep.Requests, rep.Rate, rep.Model, rep.HedgeDelay}
+		Requests      int     `json:"requests"`
+		Rate          float64 `json:"rate"`
+		Model         string  `json:"model"`
+		HedgeDelay    string  `json:"hedgeDelay"`
+		HedgeFraction float64 `json:"hedgeFraction"`
+		HedgeBurst    float64 `json:"hedgeBurst"`
+	}{rep.Requests, rep.Rate, rep.Model, rep.HedgeDelay, budget.Fraction(), budget.Burst()}
 	return o.write("straggler", stdout, stderr, rep, rep.Environment, config,
 		line{"straggler", rep.Baseline}, line{"straggler", rep.Hedged})
 }
