@@ -92,6 +92,9 @@ type OverloadPoint struct {
 	// the point was counted; their attempts are missing from
 	// Work.ClientAttempts and Hedges. Normally zero.
 	ReceiptsMissing int `json:"receiptsMissing,omitempty"`
+	// Gate is the overload gate's state as the load ended ("open", or
+	// "shut: " and its evidence); absent where there is no gate.
+	Gate string `json:"gate,omitempty"`
 }
 
 // OverloadReport is the overload experiment's report.
@@ -175,13 +178,21 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	}
 	base := hedge.NewBaseTransport()
 	defer base.CloseIdleConnections()
+	// Each condition has one client for the whole run, as a service has:
+	// the gate meets each load with what it learned at the loads before,
+	// and only the first load finds it cold.
+	clients := map[OverloadCondition]*overloadClient{}
+	for _, c := range conds {
+		fixtures := byCond[c]
+		if clients[c], err = newOverloadClient(cfg, c, base, []string{fixtures[0].URL(), fixtures[1].URL()}); err != nil {
+			return nil, err
+		}
+	}
 	total, done := len(conds)*len(cfg.Loads), 0
 	for i, load := range cfg.Loads {
 		seed := pointSeed(cfg.Seed, i)
 		for _, c := range conds {
-			fixtures := byCond[c]
-			targets := []string{fixtures[0].URL(), fixtures[1].URL()}
-			pt, err := overloadPoint(ctx, cfg, c, load*capacity, seed, base, targets, fixtures)
+			pt, err := overloadPoint(ctx, cfg, c, load*capacity, seed, clients[c], byCond[c])
 			if err != nil {
 				return nil, fmt.Errorf("lab: overload %s at %.0f/s: %w", c, load*capacity, err)
 			}
@@ -197,7 +208,15 @@ func RunOverload(ctx context.Context, cfg OverloadConfig) (*OverloadReport, erro
 	return rep, nil
 }
 
-func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition, rate float64, seed uint64, base http.RoundTripper, targets []string, fixtures []*Fixture) (OverloadPoint, error) {
+// overloadClient is one condition's hedging client, with what its
+// receipts count.
+type overloadClient struct {
+	client                         *http.Client
+	hedger                         *hedge.Hedger // nil without hedging
+	launched, receipts, suppressed atomic.Int64
+}
+
+func newOverloadClient(cfg OverloadConfig, c OverloadCondition, base http.RoundTripper, targets []string) (*overloadClient, error) {
 	p := hedge.Policy{Delay: cfg.Delay, Timeout: cfg.Timeout}
 	switch c {
 	case NoHedging:
@@ -206,25 +225,36 @@ func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition,
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}
-	var launched, receipts, suppressed atomic.Int64
-	client, err := hedge.NewClient(hedge.ClientConfig{
+	oc := &overloadClient{}
+	var err error
+	oc.client, err = hedge.NewClient(hedge.ClientConfig{
 		Client: &http.Client{Transport: base}, Policy: p, Targets: targets, RotatePrimary: true,
 		Accept: AcceptValue, Timeout: cfg.Timeout + time.Second,
 		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
-			launched.Add(int64(r.AttemptsLaunched))
-			receipts.Add(1)
-			suppressed.Add(int64(r.HedgesSuppressed.Total()))
+			oc.launched.Add(int64(r.AttemptsLaunched))
+			oc.receipts.Add(1)
+			oc.suppressed.Add(int64(r.HedgesSuppressed.Total()))
 		},
 	})
 	if err != nil {
-		return OverloadPoint{}, err
+		return nil, err
 	}
+	if c == HedgingBounded {
+		oc.hedger = oc.client.Transport.(*hedge.Transport).Hedger()
+	}
+	return oc, nil
+}
+
+func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition, rate float64, seed uint64, oc *overloadClient, fixtures []*Fixture) (OverloadPoint, error) {
+	oc.launched.Store(0)
+	oc.receipts.Store(0)
+	oc.suppressed.Store(0)
 	load := Load{Rate: rate, Seed: seed}
 	load.Requests = poissonArrivals(load, cfg.Duration)
 	before := sumStats(fixtures)
 	start := time.Now()
 	outs := Generate(ctx, load, func(ctx context.Context, i int) error {
-		return readValue(ctx, client, "http://fixtures/item?id="+strconv.Itoa(i))
+		return readValue(ctx, oc.client, "http://fixtures/item?id="+strconv.Itoa(i))
 	})
 	// The load was offered over the whole window, even when its last
 	// answer came sooner.
@@ -235,14 +265,17 @@ func overloadPoint(ctx context.Context, cfg OverloadConfig, c OverloadCondition,
 	pt := OverloadPoint{Condition: c, OfferedRate: round2(rate), NominalPerSec: round2(rate),
 		OfferedPerSec: round2(float64(load.Requests) / cfg.Duration.Seconds()), Arrivals: load.Requests,
 		ArrivalSeed: seed, Summary: Summarize(outs, elapsed)}
+	if oc.hedger != nil {
+		pt.Gate = oc.hedger.Stats().Gate.String()
+	}
 	// Receipts arrive once each read's losers are accounted for; let
 	// queues drain before the next point.
-	pt.ReceiptsMissing = awaitReceipts(ctx, &receipts, load.Requests-pt.Dropped)
+	pt.ReceiptsMissing = awaitReceipts(ctx, &oc.receipts, load.Requests-pt.Dropped)
 	if err := settleAll(ctx, fixtures); err != nil {
 		return OverloadPoint{}, err
 	}
-	n := launched.Load()
-	pt.Hedges, pt.Suppressed = int(n-receipts.Load()), int(suppressed.Load())
+	n := oc.launched.Load()
+	pt.Hedges, pt.Suppressed = int(n-oc.receipts.Load()), int(oc.suppressed.Load())
 	pt.Work = workBetween(before, sumStats(fixtures), n, load.Requests)
 	pt.AttemptsPerRequest = round2(pt.Work.PerRequest)
 	return pt, nil
