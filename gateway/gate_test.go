@@ -55,7 +55,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		}
 		d := g.Debug(time.Now()).Hedge
 		if d.GateOpen || d.Gate.Open || len(d.Gate.Signals) != 1 || d.Gate.Signals[0] != "noHelp" ||
-			!strings.HasPrefix(d.Gate.Reason, "shut: hedges won 0 of ") || d.Gate.WindowHedged < 10 || d.Gate.WindowHedgeWins != 0 {
+			!strings.HasPrefix(d.Gate.Reason, "shut: hedges won 0 of ") || d.Gate.WindowHedged < 3 || d.Gate.WindowHedgeWins != 0 {
 			t.Errorf("debug view of a saturated pair: %+v", d)
 		}
 		if v := gaugeValue(t, g, "tailgate_hedge_gate_open"); v != 0 {

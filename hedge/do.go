@@ -463,7 +463,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		}
 	}
 	if delayed {
-		ok, probe := h.gate.allow(now)
+		ok, probe := h.gate.allow(now, o.lateHedged)
 		if !ok {
 			o.suppress(SuppressGate)
 			return false
@@ -491,7 +491,10 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		return false
 	}
 	o.launch(now, a, true)
-	o.lateHedged = o.lateHedged || delayed
+	if delayed && !o.lateHedged {
+		o.lateHedged = true
+		h.gate.unsettled.Add(1)
+	}
 	if o.launched < o.max && o.timer != nil {
 		o.arm(now) // the next hedge, one delay later
 	}
@@ -631,6 +634,7 @@ func (o *operation[T]) late(i int, v T, err error, end time.Time) {
 func (o *operation[T]) finish(now time.Time) {
 	o.finished = true
 	if o.lateHedged {
+		o.h.gate.unsettled.Add(-1)
 		if helped, counts := o.hedgeHelped(); counts {
 			var took time.Duration
 			if helped {

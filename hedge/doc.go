@@ -17,12 +17,15 @@
 //   - Budget: each operation earns a fraction (0.1) of a credit, credits
 //     cap at a burst (10), and each hedge spends one; over any interval
 //     hedges <= burst + fraction × operations. A Budget can be shared.
-//   - Gate: while more than 5% of operations over the last 10s wanted a
-//     hedge because an answer was late, the system is overloaded rather
-//     than variable and such hedges pause. An adaptive delay at quantile q
-//     makes 1-q of operations late by design, so there the 5% counts
-//     beyond those (the gate shuts above 10% at p95). Hedges sent at once
-//     on a failure are failover: the budget alone bounds them.
+//   - Gate: pauses hedges sent because an answer was late while there is
+//     evidence of overload rather than variance: hedges that do not win
+//     (the alternate is as slow), a median latency risen against its own
+//     baseline while hedges are not won at the old speed, or the caller's
+//     own evidence (a concurrency limit nearly full, most targets
+//     unavailable). How many answers come late is not evidence: the budget
+//     prices that. A shut gate probes now and then and reopens by itself.
+//     Hedges sent at once on a failure are failover: the budget alone
+//     bounds them.
 //   - Deadline: no hedge is sent with less time left on the context than
 //     the median latency of an attempt.
 //

@@ -23,10 +23,14 @@ import (
 //
 //   - GateNoHelp: hedges do not help. Of the operations in the last Window
 //     that sent such a hedge (at least MinHedges of them), fewer than
-//     MinWinRate were won by a hedge. Under variance a hedge to another
-//     replica usually answers before the slow primary; under saturation the
-//     alternate is as slow, and a hedge that starts a delay later seldom
-//     overtakes. Operations that ran out of time count as lost.
+//     MinWinRate were won by a hedge; or not one of the first three was.
+//     Under variance a hedge to another replica usually answers before the
+//     slow primary; under saturation the alternate is as slow, and a hedge
+//     that starts a delay later seldom overtakes. Operations that ran out
+//     of time count as lost. Until a hedge in the window has won (at
+//     start, and after a quiet spell), late-answer hedges go one at a
+//     time, so that a cold start into saturation spends a hedge per
+//     verdict rather than a burst.
 //   - GateSlowdown: the typical attempt has slowed down, and hedges are
 //     slow too. The median latency of accepted attempts (over the current
 //     slot of the latency window, or the last two, or the whole window,
@@ -53,7 +57,7 @@ import (
 //
 // While the gate is shut for the first two signals, which only hedges can
 // disprove, a wanted hedge still goes out now and then as a probe, within
-// the budget: the first Window/MinHedges (a second) after the last, and
+// the budget: the first Window/MinHedges (a second) after it shut, and
 // each probe that is not won at the old speed doubles the gap, up to half
 // the Window, so a steady overload costs a probe every five seconds. A
 // probe won at the old speed resets the gap. GateNoHelp holds while the
@@ -107,6 +111,10 @@ const (
 const (
 	gateSlots = 10
 
+	// noWinHedges: this many hedged operations and not one won shut the
+	// gate before MinHedges: with hedges that win half the time, that
+	// happens by chance one time in eight.
+	noWinHedges = 3
 	// reopenWinFactor: hedges must win this many times MinWinRate for
 	// GateNoHelp to clear.
 	reopenWinFactor = 1.5
@@ -203,6 +211,11 @@ type GateState struct {
 	// Probes counts the hedges sent while the gate was shut, to learn
 	// whether hedges help again, since the Hedger was created.
 	Probes int64
+	// Unproven is set while no hedge in the window has won (at start, and
+	// after a quiet spell): the gate lets late-answer hedges through one at
+	// a time until one wins, so that a cold start into saturation spends
+	// one hedge per verdict instead of a burst.
+	Unproven bool
 }
 
 // Open reports whether the gate lets hedges through.
@@ -248,9 +261,10 @@ func (s GateState) String() string {
 // ended, and those a hedge won. Adds are lock-free on the fast path;
 // rotating into a stale slot takes a mutex, once per slot width.
 type gateCounts struct {
-	width int64 // nanoseconds per slot
-	mu    sync.Mutex
-	slots [gateSlots]gateSlot
+	origin time.Time // slots are placed by the monotonic clock from here
+	width  int64     // nanoseconds per slot
+	mu     sync.Mutex
+	slots  [gateSlots]gateSlot
 }
 
 type gateSlot struct {
@@ -270,15 +284,30 @@ const (
 // gateTotals are the sums of gateCounts over the window, by what they count.
 type gateTotals [numGateCounts]int64
 
-func newGateCounts(span time.Duration) *gateCounts {
-	return &gateCounts{width: max(int64(span)/gateSlots, 1)}
+func newGateCounts(origin time.Time, span time.Duration) *gateCounts {
+	return &gateCounts{origin: origin, width: max(int64(span)/gateSlots, 1)}
+}
+
+// epoch returns the number of the slot-width interval holding now, by the
+// monotonic clock, so that stepping the wall clock moves nothing.
+func (c *gateCounts) epoch(now time.Time) int64 {
+	ns := int64(now.Sub(c.origin))
+	e := ns / c.width
+	if ns < 0 && ns%c.width != 0 {
+		e--
+	}
+	return e
 }
 
 // add counts one of what at now. A caller with a clock reading older than
 // the slot's epoch (a stale one) counts nothing.
 func (c *gateCounts) add(now time.Time, what int) {
-	e := now.UnixNano() / c.width
-	s := &c.slots[e%gateSlots]
+	e := c.epoch(now)
+	i := e % gateSlots
+	if i < 0 {
+		i += gateSlots
+	}
+	s := &c.slots[i]
 	if cur := s.epoch.Load(); cur != e {
 		if cur > e {
 			return
@@ -300,7 +329,7 @@ func (c *gateCounts) add(now time.Time, what int) {
 
 // totals sums the slots whose epoch lies within the window ending at now.
 func (c *gateCounts) totals(now time.Time) gateTotals {
-	e := now.UnixNano() / c.width
+	e := c.epoch(now)
 	var t gateTotals
 	for i := range c.slots {
 		s := &c.slots[i]
@@ -314,23 +343,32 @@ func (c *gateCounts) totals(now time.Time) gateTotals {
 }
 
 // gate is the runtime form of Gate. Its decision is re-evaluated at most
-// every evalEvery, by whichever caller finds it due, and published in
-// shut; the hedge path reads one atomic.
+// every evalEvery (Window/1000), by whichever caller finds it due, and
+// published in shut; the hedge path reads one atomic. The latency medians
+// it weighs are looked at every measureGap (Window/500).
 type gate struct {
 	cfg        Gate
 	counts     *gateCounts
 	lat        *latency.Window // accepted attempts' latencies, shared with the delay
+	origin     time.Time       // next and lastProbe count nanoseconds from here, by the monotonic clock
 	evalEvery  int64           // nanoseconds
+	measureGap int64           // nanoseconds between two looks at the latency window
 	probeFirst int64           // nanoseconds from a probe to the next, at first
 	probeMost  int64           // ... at most, after probes that did not win at the old speed
 	hold       time.Duration   // Load's signals stay at least this long
 	notify     func(GateState) // told of each change, outside mu; may be nil
 
-	next      atomic.Int64  // unix nanos of the next evaluation
+	next      atomic.Int64  // nanoseconds from origin of the next evaluation
 	shut      atomic.Uint32 // GateSignals in force
-	lastProbe atomic.Int64  // unix nanos of the last probe
+	lastProbe atomic.Int64  // nanoseconds from origin of the last probe
 	probeGap  atomic.Int64  // nanoseconds from the last probe to the next
 	probes    atomic.Int64
+	// unsettled counts operations that sent a hedge because an answer was
+	// late and are not decided yet; unproven is set while no such hedge in
+	// the window has won: then they go one at a time, so that a cold start
+	// into saturation spends one hedge per verdict, not a burst.
+	unsettled atomic.Int64
+	unproven  atomic.Bool
 	fastLimit atomic.Int64 // nanoseconds: a hedge that wins within this wins at the old speed; 0 unknown
 	// Hedged operations, and those won at the old speed, since the median
 	// rose, in two buckets that take turns a Window each, so that only the
@@ -346,7 +384,9 @@ type gate struct {
 	riseTurn time.Time                       // when rise[riseCur] began to fill
 	medians  [baselineSlots]slotMedian       // ring, by epoch
 	measured int64                           // newest epoch whose median is in medians
+	nextLook int64                           // nanoseconds from origin of the next look at the latency window
 	scratch  []time.Duration                 // for the baseline's quartile
+	snap     latency.Snapshot                // for the medians, reused: it is 9 KiB
 }
 
 type riseBucket struct{ hedged, fast atomic.Int64 }
@@ -364,19 +404,23 @@ type slotMedian struct {
 }
 
 func newGate(cfg Gate, lat *latency.Window, notify func(GateState)) *gate {
+	origin := time.Now()
 	g := &gate{
 		cfg:        cfg,
-		counts:     newGateCounts(cfg.Window),
+		counts:     newGateCounts(origin, cfg.Window),
 		lat:        lat,
+		origin:     origin,
 		evalEvery:  max(int64(cfg.Window)/1000, 1),
+		measureGap: max(int64(cfg.Window)/500, 1),
 		probeFirst: max(int64(cfg.Window)/int64(cfg.MinHedges), 1),
 		probeMost:  max(int64(cfg.Window)/2, 1),
 		hold:       cfg.Window / gateSlots,
 		notify:     notify,
 		measured:   math.MinInt64,
 	}
-	g.state.Since = time.Now()
+	g.state.Since = origin
 	g.probeGap.Store(g.probeFirst)
+	g.lastProbe.Store(math.MinInt64 / 2) // long ago: the first probe may go at once
 	return g
 }
 
@@ -392,7 +436,7 @@ func (g *gate) tick(now time.Time) {
 	if g.cfg.Disabled {
 		return
 	}
-	n := now.UnixNano()
+	n := int64(now.Sub(g.origin))
 	if n < g.next.Load() {
 		return
 	}
@@ -412,19 +456,23 @@ func (g *gate) tick(now time.Time) {
 }
 
 // allow reports whether a hedge wanted at now because an answer was late
-// may go, and whether it goes as a probe of a shut gate. It re-evaluates
-// the gate first if that is due: the caller's Load may have changed since
-// the operation started.
-func (g *gate) allow(now time.Time) (ok, probe bool) {
+// may go, and whether it goes as a probe of a shut gate; again is set when
+// the operation asking has sent such a hedge already. It re-evaluates the
+// gate first if that is due: the caller's Load may have changed since the
+// operation started.
+func (g *gate) allow(now time.Time, again bool) (ok, probe bool) {
 	g.tick(now)
 	shut := GateSignals(g.shut.Load())
 	if shut == 0 {
-		return true, false
+		if again || !g.unproven.Load() {
+			return true, false
+		}
+		return g.unsettled.Load() == 0, false // unproven: one operation at a time
 	}
 	if shut&^probeable != 0 {
 		return false, false // Load's evidence: no hedge can disprove it
 	}
-	n := now.UnixNano()
+	n := int64(now.Sub(g.origin))
 	last := g.lastProbe.Load()
 	if n-last < g.probeGap.Load() || !g.lastProbe.CompareAndSwap(last, n) {
 		return false, false
@@ -482,14 +530,20 @@ func (g *gate) evaluate(now time.Time) (GateState, bool) {
 		if s.Hedged > 0 && winRate < g.cfg.MinWinRate*reopenWinFactor {
 			shut |= GateNoHelp
 		}
-	} else if enough && winRate < g.cfg.MinWinRate {
+	} else if enough && winRate < g.cfg.MinWinRate || s.Hedged >= noWinHedges && s.HedgeWins == 0 {
+		// Not one of the first few won: no need to wait for MinHedges
+		// (a cold start into saturation would spend them all at once).
 		shut |= GateNoHelp
 	}
 
 	// A risen median, unless hedges sent since it rose win at the old
 	// speed. Only outcomes since then count: those from before, when all
-	// was well, say nothing of the alternates now.
-	g.measure(now)
+	// was well, say nothing of the alternates now. Medians move slowly:
+	// they are looked at every measureGap, not every evaluation.
+	if n := int64(now.Sub(g.origin)); n >= g.nextLook {
+		g.nextLook = n + g.measureGap
+		g.measure(now)
+	}
 	limit, need, share := g.cfg.Slowdown, max(int64(g.cfg.MinHedges)/2, 1), fastWinShare
 	if prev&GateSlowdown != 0 {
 		limit, share = limit*reopenSlowdownFactor, fastWinClear
@@ -523,13 +577,18 @@ func (g *gate) evaluate(now time.Time) (GateState, bool) {
 	}
 
 	s.Probes = g.probes.Load()
+	s.Unproven = s.HedgeWins == 0
+	g.unproven.Store(s.Unproven)
 	changed := shut != prev
 	if changed {
 		s.Shut = shut
 		s.Since = now
 		g.shut.Store(uint32(shut))
-		if shut == 0 {
+		switch {
+		case shut == 0:
 			g.probeGap.Store(g.probeFirst) // the next time it shuts, probe from the start
+		case prev == 0:
+			g.lastProbe.Store(int64(now.Sub(g.origin))) // the first probe a gap after shutting
 		}
 	}
 	return *s, changed
@@ -573,7 +632,8 @@ func (g *gate) measure(now time.Time) {
 	from := max(cur-int64(g.lat.Span()/w)+1, g.measured+1)
 	if from < cur {
 		for e := from; e < cur; e++ {
-			m := median(g.lat.RecentAt(now.Add(-time.Duration(cur-e)*w), w), slotMinSamples)
+			g.lat.RecentInto(&g.snap, now.Add(-time.Duration(cur-e)*w), w)
+			m := median(&g.snap, slotMinSamples)
 			i := e % baselineSlots
 			if i < 0 {
 				i += baselineSlots
@@ -596,7 +656,8 @@ func (g *gate) measure(now time.Time) {
 	// The shortest look-back that holds enough samples: the current slot,
 	// the last two, or the whole window.
 	for _, span := range [...]time.Duration{w, 2 * w, g.lat.Span()} {
-		if s.RecentMedian = median(g.lat.RecentAt(now, span), recentMinSamples); s.RecentMedian > 0 {
+		g.lat.RecentInto(&g.snap, now, span)
+		if s.RecentMedian = median(&g.snap, recentMinSamples); s.RecentMedian > 0 {
 			break
 		}
 	}
@@ -640,5 +701,6 @@ func (g *gate) snapshot(now time.Time) GateState {
 	st.Hedged, st.HedgeWins = t[countHedged], t[countWins]
 	st.RiseHedged, st.RiseFastWins = g.riseCounts()
 	st.Probes = g.probes.Load()
+	st.Unproven = st.HedgeWins == 0
 	return st
 }

@@ -96,10 +96,10 @@ func gateDo(t *testing.T, h *Hedger, i int, lat func(a Attempt) time.Duration) {
 }
 
 // A hedge that starts a delay after a primary as slow as itself never
-// overtakes: the hedges do not help, the signature of saturation. After
-// MinHedges such operations the gate shuts, lets a probe through a second
-// later and then ever more rarely while they lose, and reopens when the
-// probes show hedges winning again: within one window. It says so once
+// overtakes: the hedges do not help, the signature of saturation. Not one
+// of the first three won, so the gate shuts; it lets a probe through a
+// second later and then ever more rarely while they lose, and reopens when
+// the probes show hedges winning again: within one window. It says so once
 // each way.
 func TestGateShutsWhenHedgesDoNotHelp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -110,8 +110,8 @@ func TestGateShutsWhenHedgesDoNotHelp(t *testing.T) {
 			gateDo(t, h, i, same)
 			time.Sleep(20 * time.Millisecond)
 		}
-		if hedged, gated, _ := c.read(true); hedged != 10 || gated != 0 {
-			t.Fatalf("first 10 operations: %d hedged, %d gated; want 10 and 0 (too little evidence yet)", hedged, gated)
+		if hedged, gated, _ := c.read(true); hedged != 3 || gated != 7 {
+			t.Fatalf("first 10 operations: %d hedged, %d gated; want 3 (not one won) and 7", hedged, gated)
 		}
 		for i := 10; i < 200; i++ { // 190 operations, 50ms apart: 9.5s
 			gateDo(t, h, i, same)
@@ -119,8 +119,8 @@ func TestGateShutsWhenHedgesDoNotHelp(t *testing.T) {
 		}
 		hedged, gated, _ := c.read(true)
 		if hedged != 3 || gated != 187 {
-			// A probe at once, then 2s and 4s later: each loss doubles the gap.
-			t.Errorf("gate shut for 9.5s: %d probes and %d gated of 190; want 3 probes (at 0, 2 and 6s)", hedged, gated)
+			// A second after it shut, then 2s and 4s later: each loss doubles the gap.
+			t.Errorf("gate shut for 9.5s: %d probes and %d gated of 190; want 3 probes (at 1, 3 and 7s)", hedged, gated)
 		}
 		st := h.Stats().Gate
 		if st.Shut != GateNoHelp || st.HedgeWins != 0 || st.Hedged == 0 || st.Probes != int64(hedged) {
@@ -394,8 +394,8 @@ func TestGateCountsTimeoutsAsLosses(t *testing.T) {
 			cancel()
 			time.Sleep(30 * time.Millisecond)
 		}
-		if st := h.Stats().Gate; st.Hedged != 10 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
-			t.Errorf("deadlines that passed: %d hedged, %d won, gate %v; want 10 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		if st := h.Stats().Gate; st.Hedged != noWinHedges || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("deadlines that passed: %d hedged, %d won, gate %v; want 3 lost hedges, shut", st.Hedged, st.HedgeWins, st)
 		}
 		// The policy's own Timeout counts the same.
 		h = mustNew(t, Policy{Delay: 5 * time.Millisecond, Timeout: 20 * time.Millisecond, Budget: mustBudget(t, 1, 1000), IgnoreDeadline: true})
@@ -403,8 +403,8 @@ func TestGateCountsTimeoutsAsLosses(t *testing.T) {
 			Do(context.Background(), h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
 			time.Sleep(30 * time.Millisecond)
 		}
-		if st := h.Stats().Gate; st.Hedged != 10 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
-			t.Errorf("policy timeouts: %d hedged, %d won, gate %v; want 10 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		if st := h.Stats().Gate; st.Hedged != noWinHedges || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("policy timeouts: %d hedged, %d won, gate %v; want 3 lost hedges, shut", st.Hedged, st.HedgeWins, st)
 		}
 	})
 }
@@ -439,4 +439,41 @@ func TestGateSignalsString(t *testing.T) {
 	if got := (GateNoHelp | GateSlowdown | GateCapacity | GateUnavailable).Names(); len(got) != 4 || got[3] != "unavailable" {
 		t.Errorf("Names: %v", got)
 	}
+}
+
+// Until a hedge in the window has won, late-answer hedges go one operation
+// at a time: twenty reads late at once on a cold gate send one hedge, not
+// twenty. Once one has won, the next twenty all hedge at once.
+func TestGateUnprovenHedgesGoOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
+		if !h.Stats().Gate.Unproven {
+			t.Error("a new gate is not unproven")
+		}
+		wave := func() (hedged, gated int) {
+			c.read(true)
+			var wg sync.WaitGroup
+			for i := range 20 {
+				wg.Go(func() {
+					gateDo(t, h, i, func(a Attempt) time.Duration {
+						return [2]time.Duration{40 * time.Millisecond, time.Millisecond}[min(a.Index, 1)]
+					})
+				})
+			}
+			wg.Wait()
+			hedged, gated, _ = c.read(false)
+			return
+		}
+		if hedged, gated := wave(); hedged != 1 || gated != 19 {
+			t.Errorf("cold, twenty late at once: %d hedged, %d gated; want 1 and 19", hedged, gated)
+		}
+		time.Sleep(20 * time.Millisecond) // past the next evaluation
+		if st := h.Stats().Gate; st.Unproven || !st.Open() {
+			t.Errorf("after a hedge won: %+v", st)
+		}
+		if hedged, gated := wave(); hedged != 20 || gated != 0 {
+			t.Errorf("proven, twenty late at once: %d hedged, %d gated; want 20 and 0", hedged, gated)
+		}
+	})
 }

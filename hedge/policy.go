@@ -31,7 +31,10 @@ const (
 type Policy struct {
 	// Delay is a fixed hedge delay: a hedge is sent when an attempt has not
 	// produced an acceptable result after Delay. Zero means adaptive (see
-	// Adaptive). Negative is an error.
+	// Adaptive). Negative is an error. An idle Go process wakes from a
+	// timer up to a millisecond late, so the delay timer is armed early by
+	// the lateness the Hedger has measured (at most a quarter of the
+	// delay): hedges go out at the delay on average, not after it.
 	Delay time.Duration
 
 	// Adaptive configures the adaptive delay used when Delay is zero.
@@ -207,13 +210,15 @@ type delayState struct {
 	adaptive Adaptive
 	lat      *latency.Window
 
-	next     atomic.Int64 // unix nanos of the next refresh
+	origin   time.Time    // next counts nanoseconds from here
+	next     atomic.Int64 // nanoseconds from origin of the next refresh
 	delay    atomic.Int64 // current delay
 	expected atomic.Int64 // median latency of recent accepted attempts; 0 unknown
 }
 
 func newDelayState(p Policy) *delayState {
 	d := &delayState{
+		origin:   time.Now(),
 		fixed:    p.Delay,
 		adaptive: p.Adaptive,
 		lat:      latency.NewWindow(p.Adaptive.Window, 10),
@@ -233,7 +238,7 @@ func (d *delayState) record(now time.Time, l time.Duration) {
 
 // current returns the hedge delay and expected attempt latency at now.
 func (d *delayState) current(now time.Time) (delay, expected time.Duration) {
-	n := now.UnixNano()
+	n := int64(now.Sub(d.origin)) // the monotonic clock: a wall-clock step must not stop refreshes
 	if next := d.next.Load(); n >= next && d.next.CompareAndSwap(next, n+int64(refreshEvery)) {
 		d.refresh(now)
 	}

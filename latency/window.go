@@ -224,6 +224,15 @@ func (w *Window) RecentAt(now time.Time, span time.Duration) *Snapshot {
 	return w.snapshot(w.nanos(now), min(max(k, 1), w.n))
 }
 
+// RecentInto is RecentAt writing into dst, which it empties first, so
+// that a caller that looks often allocates nothing (a Snapshot is about
+// 9 KiB).
+func (w *Window) RecentInto(dst *Snapshot, now time.Time, span time.Duration) {
+	k := (int64(span) + w.width - 1) / w.width
+	*dst = Snapshot{}
+	w.snapshotInto(dst, w.nanos(now), min(max(k, 1), w.n))
+}
+
 // EpochAt returns the number of the epoch containing now: time cut into
 // slot-width intervals on the window's timeline (see Window), numbered so
 // that consecutive epochs are consecutive integers. With RecentAt and
@@ -235,8 +244,15 @@ func (w *Window) SlotWidth() time.Duration { return time.Duration(w.width) }
 
 // snapshot merges the slots of the k epochs ending with the one holding ns.
 func (w *Window) snapshot(ns, k int64) *Snapshot {
-	e := w.epoch(ns)
 	out := new(Snapshot)
+	w.snapshotInto(out, ns, k)
+	return out
+}
+
+// snapshotInto merges the slots of the k epochs ending with the one holding
+// ns into out.
+func (w *Window) snapshotInto(out *Snapshot, ns, k int64) {
+	e := w.epoch(ns)
 	var tmp Snapshot
 	for i := range w.slots {
 		s := &w.slots[i]
@@ -250,7 +266,6 @@ func (w *Window) snapshot(ns, k int64) *Snapshot {
 		}
 		out.Merge(&tmp)
 	}
-	return out
 }
 
 // Cumulative returns everything recorded since the window was created,

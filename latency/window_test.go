@@ -324,3 +324,20 @@ func TestWindowEpochAt(t *testing.T) {
 		}
 	}
 }
+
+func TestWindowRecentIntoReusesMemory(t *testing.T) {
+	w := NewWindow(10*time.Second, 10)
+	for i := range 5 {
+		w.RecordAt(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond)
+	}
+	now := t0.Add(4 * time.Second)
+	var dst Snapshot
+	dst.Merge(w.RecentAt(now, time.Hour)) // something to empty first
+	w.RecentInto(&dst, now, 2*time.Second)
+	if got, want := dst, *w.RecentAt(now, 2*time.Second); got != want {
+		t.Errorf("RecentInto: count %d max %v; want count %d max %v", got.Count(), got.Max(), want.Count(), want.Max())
+	}
+	if n := testing.AllocsPerRun(10, func() { w.RecentInto(&dst, now, 2*time.Second) }); n != 0 {
+		t.Errorf("RecentInto allocates %v times", n)
+	}
+}
