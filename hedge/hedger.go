@@ -150,10 +150,12 @@ func (h *Hedger) noteTimerLag(lag time.Duration) {
 }
 
 // timerLead is how early to arm a delay timer: the timer lateness measured
-// so far, but never more than a quarter of the delay, so a hedge never
-// goes out much before the delay even when the estimate is off.
+// so far, but never more than an eighth of the delay, so a hedge never goes
+// out much before the delay even when the estimate is off, and a short
+// delay (a tied request's 1ms, which gives the first copy time to start
+// and cancel its twin) stays close to what it says.
 func (h *Hedger) timerLead(delay time.Duration) time.Duration {
-	return min(time.Duration(max(h.timerLag.Load(), 0)), delay/4)
+	return min(time.Duration(max(h.timerLag.Load(), 0)), delay/8)
 }
 
 // timerLagWeight: each firing moves the lateness estimate by 1/8 of its

@@ -33,7 +33,7 @@ type Policy struct {
 	// produced an acceptable result after Delay. Zero means adaptive (see
 	// Adaptive). Negative is an error. An idle Go process wakes from a
 	// timer up to a millisecond late, so the delay timer is armed early by
-	// the lateness the Hedger has measured (at most a quarter of the
+	// the lateness the Hedger has measured (at most an eighth of the
 	// delay): hedges go out at the delay on average, not after it.
 	Delay time.Duration
 
