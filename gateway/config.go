@@ -47,7 +47,9 @@ type Config struct {
 	// Policy is the hedging policy. The zero Policy hedges after an
 	// adaptive delay (p95 of recent latencies), at most one hedge per
 	// request, within a budget of 10% extra attempts (burst 10), with the
-	// overload gate on. With Tied, see there for what applies.
+	// overload gate on. Unless Policy.Gate.Load is set, the gate also
+	// weighs the gateway's limits and breakers (see Gateway). With Tied,
+	// see there for what applies.
 	Policy hedge.Policy
 
 	// Tied sends every read as a tied request (package tied) instead of

@@ -8,7 +8,10 @@
 // non-blocking limit on requests in flight (beyond it: 503 with
 // Retry-After) and on backend attempts in flight (a hedge without a free
 // slot is not sent), and a circuit breaker per replica whose generations
-// keep a late loser's outcome from moving it.
+// keep a late loser's outcome from moving it. The gateway tells the gate
+// what the engine cannot see (hedge.Gate.Load): how full its limits are
+// and how many replicas refuse attempts; it logs the gate's changes once
+// each and shows its evidence in /debug/replicas and the metrics.
 //
 // The proxy refuses what it must not forward: methods other than GET and
 // HEAD (405 with Allow), requests with a body, absolute-form targets (400).
