@@ -1,5 +1,7 @@
 package tied
 
+import "github.com/tailgate-dev/tailgate/internal/fifo"
+
 // state is where a request stands in a Server. Transitions happen under the
 // Server's mutex; a queued request learns of the one that ends its wait
 // through its ready channel, which carries exactly one value per wait.
@@ -23,9 +25,17 @@ type entry struct {
 	state  state
 	ready  chan struct{} // one value: the wait is over (see state)
 
-	lane       *lane // nil unless queued
-	prev, next *entry
+	lane  int               // the lane it waits in, while queued
+	links fifo.Links[entry] // its place in that lane
 }
+
+// Links implements fifo's element: a lane links entries through themselves,
+// so that removing one from the middle (a dropped copy, a client gone) is
+// O(1) and allocates nothing.
+func (e *entry) Links() *fifo.Links[entry] { return &e.links }
+
+// lane is a FIFO of queued entries.
+type lane = fifo.List[entry, *entry]
 
 func (s *Server) getEntry() *entry {
 	if e, ok := s.entries.Get().(*entry); ok {
@@ -37,32 +47,4 @@ func (s *Server) getEntry() *entry {
 func (s *Server) putEntry(e *entry) {
 	*e = entry{ready: e.ready}
 	s.entries.Put(e)
-}
-
-// lane is a FIFO of queued entries, linked through the entries themselves
-// so that removal from the middle (a dropped copy, a client gone) is O(1).
-type lane struct{ head, tail *entry }
-
-func (l *lane) push(e *entry) {
-	e.lane, e.prev, e.next = l, l.tail, nil
-	if l.tail != nil {
-		l.tail.next = e
-	} else {
-		l.head = e
-	}
-	l.tail = e
-}
-
-func (l *lane) remove(e *entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.lane, e.prev, e.next = nil, nil, nil
 }

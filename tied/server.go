@@ -492,7 +492,7 @@ func (s *Server) enqueue(e *entry) bool {
 		l = 1
 	}
 	if s.queued >= s.limit {
-		v := s.lanes[1].tail
+		v := s.lanes[1].Back()
 		if l == 1 || v == nil {
 			return false
 		}
@@ -501,8 +501,8 @@ func (s *Server) enqueue(e *entry) bool {
 		v.ready <- struct{}{}
 		s.c.displaced.Add(1)
 	}
-	e.state = stateQueued
-	s.lanes[l].push(e)
+	e.state, e.lane = stateQueued, l
+	s.lanes[l].Push(e)
 	s.queued++
 	s.peak = max(s.peak, s.queued)
 	if e.tie != "" {
@@ -514,7 +514,7 @@ func (s *Server) enqueue(e *entry) bool {
 // unqueue takes a queued e out of its lane and out of the ties. Called with
 // s.mu held.
 func (s *Server) unqueue(e *entry) {
-	e.lane.remove(e)
+	s.lanes[e.lane].Remove(e)
 	s.queued--
 	if e.tie != "" {
 		delete(s.ties, e.tie)
@@ -601,15 +601,14 @@ func (s *Server) release(e *entry) {
 // handOff gives a freed worker to the next queued request: the first of the
 // first lane, else the first of the second. Called with s.mu held.
 func (s *Server) handOff() {
-	n := s.lanes[0].head
+	n := s.lanes[0].Pop()
 	if n == nil {
-		n = s.lanes[1].head
+		n = s.lanes[1].Pop()
 	}
 	if n == nil {
 		s.running--
 		return
 	}
-	n.lane.remove(n)
 	s.queued--
 	n.state = stateRunning
 	n.ready <- struct{}{}

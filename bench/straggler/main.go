@@ -32,7 +32,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about a minute:

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 const fixtureSynopsis = `Runs one controlled replica on a loopback address: GET answers JSON

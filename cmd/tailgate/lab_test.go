@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 func TestLabUsageAndRejects(t *testing.T) {

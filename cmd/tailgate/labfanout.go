@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 // Limits of the fan-out experiments. On loopback every shard replica is a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 

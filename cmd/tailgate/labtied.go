@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab"
 )
 
 // Limits of the tied experiment's flags: everything runs on this machine,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/lab/report"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab/report"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
 )
 
 // Sectioner is an experiment report that can show itself in the HTML page.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/tailgate-dev/tailgate/lab/report"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
 )
 
 // DefaultArithmeticFanouts are the fan-outs SimulateFanout checks against

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/tailgate-dev/tailgate/lab/report"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
 )
 
 func Example() {

@@ -13,7 +13,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab/sim"
+	"github.com/tailgate-dev/tailgate/internal/lab/sim"
 )
 
 // simHorizon is the span over which a simulated request's arrival time is

@@ -13,8 +13,8 @@ import (
 
 	"github.com/tailgate-dev/tailgate/fanout"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/lab/report"
-	"github.com/tailgate-dev/tailgate/lab/sim"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
+	"github.com/tailgate-dev/tailgate/internal/lab/sim"
 )
 
 // FanoutConfig configures the fanout experiment. Zero fields take the

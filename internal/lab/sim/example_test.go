@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/lab/sim"
+	"github.com/tailgate-dev/tailgate/internal/lab/sim"
 )
 
 // The paper's arithmetic: leaves that take 1ms but 100ms one time in a
