@@ -154,7 +154,7 @@ type InFlight struct {
 
 // Debug returns the gateway's state at now.
 func (g *Gateway) Debug(now time.Time) DebugState {
-	st := g.hedger.StatsAt(now)
+	st := g.hedger.Stats() // evaluates the gate if that is due
 	d := DebugState{
 		Mode:     ModeHedge,
 		Replicas: g.set.Snapshot(now),

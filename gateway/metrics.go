@@ -3,7 +3,7 @@ package gateway
 import (
 	"log/slog"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +33,9 @@ type Metrics struct {
 	cancelsSeen prometheus.Counter
 	shadows     map[string]prometheus.Counter // by outcome
 	gateMoves   map[bool]prometheus.Counter   // by whether the gate shut (false: reopened)
-	gateShut    atomic.Bool                   // as last reported, to tell moves from changes of signal
+	gateMu      sync.Mutex                    // orders the gate's changes, which arrive from any goroutine
+	gateSeen    uint64                        // the Changes of the last one reported
+	gateShut    bool                          // as last reported, to tell moves from changes of signal
 	log         *slog.Logger
 
 	// Tied mode only: nil otherwise.
@@ -265,8 +267,15 @@ func (m *Metrics) Observe(e hedge.Event) {
 // it shuts, one when it reopens, one when the evidence keeping it shut
 // changes.
 func (m *Metrics) gateChanged(st *hedge.GateState) {
+	m.gateMu.Lock()
+	defer m.gateMu.Unlock()
+	if st.Changes <= m.gateSeen {
+		return // overtaken by a later change, already reported
+	}
+	m.gateSeen = st.Changes
 	shut := !st.Open()
-	moved := m.gateShut.Swap(shut) != shut
+	moved := m.gateShut != shut
+	m.gateShut = shut
 	if moved {
 		m.gateMoves[shut].Inc()
 	}
@@ -302,9 +311,9 @@ var (
 	descGateHedges = prometheus.NewDesc("tailgate_hedge_gate_window_hedges",
 		"Requests in the gate's window that sent a hedge because an answer was late and have ended, by result: won (a hedge answered first) or lost.", []string{"result"}, nil)
 	descGateMedian = prometheus.NewDesc("tailgate_hedge_gate_median_seconds",
-		"Median latency of accepted attempts the gate compares: recent (last 2s) against baseline (lowest 1s median of the last minute); 0 while unknown.", []string{"window"}, nil)
+		"Median latency of accepted attempts the slowdown signal compares: recent (the last 128 of the last 2s) against baseline (the lower quartile of the 1s medians of the last 5 minutes); 0 while unknown.", []string{"window"}, nil)
 	descGateProbes = prometheus.NewDesc("tailgate_hedge_gate_probes_total",
-		"Hedges sent while the gate was shut, one every window/min hedges (1s), to learn whether hedges help again.", nil, nil)
+		"Hedges sent through a shut gate to learn whether hedges help again: the first 1s after it shut, then every 2, 4, 5s while they lose.", nil, nil)
 	descInFlight = prometheus.NewDesc("tailgate_in_flight",
 		"Client requests, backend attempts and shadow requests in flight.", []string{"kind"}, nil)
 	descProbation = prometheus.NewDesc("tailgate_replica_probation",
@@ -346,7 +355,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, p.P50Ms/1e3, s.Name)
 		}
 	}
-	st := c.g.hedger.StatsAt(now)
+	st := c.g.hedger.Stats() // evaluates the gate if that is due
 	gs := st.Gate
 	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, st.Delay.Seconds())
 	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, st.Credits)

@@ -535,7 +535,7 @@ func TestTiedBounds(t *testing.T) {
 	}
 	t.Run("gate", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			g, net, apps := setup(t, Config{Policy: hedge.Policy{Gate: hedge.Gate{MinHedges: 1, MinWinRate: 0.5, Slowdown: 1}}})
+			g, net, apps := setup(t, Config{Policy: hedge.Policy{Gate: hedge.Gate{MinWinRate: 0.5, Slowdown: 1}}})
 			defer g.Close()
 			for range 40 {
 				getIn(g, "/x")

@@ -197,11 +197,12 @@ type operation[T any] struct {
 
 	mu           sync.Mutex
 	launched     int
-	pending      int  // attempts launched and not yet returned
-	wanted       bool // a hedge was wanted because an answer was late
-	lateHedged   bool // ... and one was sent: the gate learns how it fared
-	probe        bool // ... through a shut gate, to learn whether hedges help again
-	finished     bool // the outcome is decided; later reports are late
+	pending      int      // attempts launched and not yet returned
+	wanted       bool     // a hedge was wanted because an answer was late
+	lateHedged   bool     // ... and one was sent: the gate learns how it fared
+	pass         gatePass // what the gate granted it, handed back at the end
+	warm         bool     // the delay was an adaptive delay's warm-up guess
+	finished     bool     // the outcome is decided; later reports are late
 	windowClosed bool
 	delivered    bool
 	outcome      Outcome
@@ -247,7 +248,7 @@ func (o *operation[T]) run() (T, error) {
 	}
 	h.budget.Admit()
 	h.gate.addOp(now)
-	o.delay, o.expect = h.delays.current(now)
+	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 
 	if t := h.p.Timeout; t > 0 {
@@ -462,15 +463,16 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 			return false
 		}
 	}
+	var pass gatePass
 	if delayed {
-		ok, probe := h.gate.allow(now, o.lateHedged)
-		if !ok {
+		var ok bool
+		if pass, ok = h.gate.allow(now, o.lateHedged); !ok {
 			o.suppress(SuppressGate)
 			return false
 		}
-		o.probe = o.probe || probe
 	}
 	if !h.budget.TrySpend() {
+		h.gate.refuse(pass, now)
 		o.suppress(SuppressBudget)
 		return false
 	}
@@ -481,19 +483,24 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	target, ok := o.pick(a)
 	if !ok {
 		h.budget.refund()
+		h.gate.refuse(pass, now)
 		o.suppress(SuppressNoTarget)
 		return false
 	}
 	a.Target = target
 	if !o.admit(a) {
 		h.budget.refund()
+		h.gate.refuse(pass, now)
 		o.suppress(SuppressCapacity)
 		return false
 	}
 	o.launch(now, a, true)
-	if delayed && !o.lateHedged {
-		o.lateHedged = true
-		h.gate.unsettled.Add(1)
+	if delayed {
+		h.gate.launched(pass)
+		if !o.lateHedged {
+			o.lateHedged, o.pass = true, pass
+		}
+		o.pass.probe = o.pass.probe || pass.probe
 	}
 	if o.launched < o.max && o.timer != nil {
 		o.arm(now) // the next hedge, one delay later
@@ -550,7 +557,7 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.outcome = OutcomeWon
 		o.res = result[T]{idx: i, v: v, err: err}
 		o.tally.winnerLatency = end.Sub(o.start)
-		o.h.delays.record(end, elapsed)
+		o.h.record(end, elapsed)
 		o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: FateWon})
 		o.h.observe(Event{Kind: EventWin, Attempt: a, Elapsed: end.Sub(o.start)})
 		o.finish(end) // unlocks
@@ -634,14 +641,12 @@ func (o *operation[T]) late(i int, v T, err error, end time.Time) {
 func (o *operation[T]) finish(now time.Time) {
 	o.finished = true
 	if o.lateHedged {
-		o.h.gate.unsettled.Add(-1)
-		if helped, counts := o.hedgeHelped(); counts {
-			var took time.Duration
-			if helped {
-				took = now.Sub(o.startOf(o.res.idx))
-			}
-			o.h.gate.hedged(now, helped, took, o.probe)
+		helped, counts := o.hedgeHelped()
+		var took time.Duration
+		if helped {
+			took = now.Sub(o.startOf(o.res.idx))
 		}
+		o.h.gate.settle(now, o.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
 		o.timerStopped = o.h.putDelayTimer(o.timer)
@@ -654,7 +659,7 @@ func (o *operation[T]) finish(now time.Time) {
 		// and leaving it out would hide exactly the tail hedging cut off.
 		if o.rec[i].Fate == FateRunning {
 			if elapsed := now.Sub(o.startOf(i)); elapsed >= o.delay {
-				o.h.delays.record(now, elapsed)
+				o.h.record(now, elapsed)
 			}
 		}
 	}

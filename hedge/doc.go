@@ -23,9 +23,10 @@
 //     baseline while hedges are not won at the old speed, or the caller's
 //     own evidence (a concurrency limit nearly full, most targets
 //     unavailable). How many answers come late is not evidence: the budget
-//     prices that. A shut gate probes now and then and reopens by itself.
-//     Hedges sent at once on a failure are failover: the budget alone
-//     bounds them.
+//     prices that. Until hedges have shown they help, they go one
+//     operation at a time. A shut gate probes now and then and reopens by
+//     itself. Hedges sent at once on a failure are failover: the budget
+//     alone bounds them.
 //   - Deadline: no hedge is sent with less time left on the context than
 //     the median latency of an attempt.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,31 +97,31 @@ func gateDo(t *testing.T, h *Hedger, i int, lat func(a Attempt) time.Duration) {
 }
 
 // A hedge that starts a delay after a primary as slow as itself never
-// overtakes: the hedges do not help, the signature of saturation. Not one
-// of the first three won, so the gate shuts; it lets a probe through a
-// second later and then ever more rarely while they lose, and reopens when
-// the probes show hedges winning again: within one window. It says so once
-// each way.
+// overtakes: the hedges do not help, the signature of saturation. Once the
+// win rate is below MinWinRate with 95% confidence (eleven lost, none won),
+// the gate shuts; it lets a probe through a second later and then ever
+// more rarely while they lose, and reopens when the probes show hedges
+// winning again: within one window. It says so once each way.
 func TestGateShutsWhenHedgesDoNotHelp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var c eventCounts
 		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
 		same := func(Attempt) time.Duration { return 30 * time.Millisecond }
-		for i := range 10 {
+		for i := range 20 { // 50ms apart
 			gateDo(t, h, i, same)
 			time.Sleep(20 * time.Millisecond)
 		}
-		if hedged, gated, _ := c.read(true); hedged != 3 || gated != 7 {
-			t.Fatalf("first 10 operations: %d hedged, %d gated; want 3 (not one won) and 7", hedged, gated)
+		if hedged, gated, _ := c.read(true); hedged != 11 || gated != 9 {
+			t.Fatalf("first 20 operations: %d hedged, %d gated; want 11 (all lost) and 9", hedged, gated)
 		}
-		for i := 10; i < 200; i++ { // 190 operations, 50ms apart: 9.5s
+		for i := 20; i < 200; i++ { // 180 operations: 9s
 			gateDo(t, h, i, same)
 			time.Sleep(20 * time.Millisecond)
 		}
 		hedged, gated, _ := c.read(true)
-		if hedged != 3 || gated != 187 {
+		if hedged != 3 || gated != 177 {
 			// A second after it shut, then 2s and 4s later: each loss doubles the gap.
-			t.Errorf("gate shut for 9.5s: %d probes and %d gated of 190; want 3 probes (at 1, 3 and 7s)", hedged, gated)
+			t.Errorf("gate shut for 9s: %d probes and %d gated of 180; want 3 probes (1, 3 and 7s after it shut)", hedged, gated)
 		}
 		st := h.Stats().Gate
 		if st.Shut != GateNoHelp || st.HedgeWins != 0 || st.Hedged == 0 || st.Probes != int64(hedged) {
@@ -233,9 +234,9 @@ func budget(fraction, burst float64) *Budget {
 // The typical attempt slows down against its own baseline: saturation,
 // unless hedges sent since then win at the old speed. When the primaries
 // slow but the alternates answer as fast as before (one replica slow), the
-// gate shuts at once, lets probes through, and reopens on their evidence;
-// when every attempt is slower, alternates included, it stays shut; when
-// the median falls back it reopens.
+// gate is unproven for a moment (hedges one at a time), then five fast wins
+// keep it open; when every attempt is slower, alternates included, it
+// shuts and stays so; when the median falls back it reopens.
 func TestGateSlowdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var c eventCounts
@@ -259,32 +260,24 @@ func TestGateSlowdown(t *testing.T) {
 				return 4 * time.Millisecond
 			}
 		}
-		var shutAt, openAt time.Duration
+		c.read(true)
+		var sawRise bool
 		var mu sync.Mutex // the reads run in goroutines of their own
-		start := time.Now()
 		openLoop(300, 1300, 10*time.Millisecond, func(i int) {
 			gateDo(t, h, i, slowPrimaries(i))
 			st := h.Stats().Gate
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case shutAt == 0 && st.Shut == GateSlowdown:
-				shutAt = time.Since(start)
-			case shutAt > 0 && openAt == 0 && st.Open():
-				openAt = time.Since(start)
-			}
+			sawRise = sawRise || st.Unproven && st.RecentMedian > 3*st.BaselineMedian
 		})
-		t.Logf("slower primaries, alternates as fast as before: shut at %v, reopened at %v", shutAt, openAt)
-		if shutAt == 0 || shutAt > 2*time.Second {
-			t.Errorf("gate shut for the slowdown at %v; want within 2s", shutAt)
-		}
-		if openAt == 0 || openAt > shutAt+8*time.Second {
-			t.Fatalf("gate reopened at %v: want within 8s of shutting (five probes won at the old speed); changes %v", openAt, c.gateChanges())
-		}
 		st := h.Stats().Gate
-		if !st.Open() || st.RecentMedian < 3900*time.Microsecond || st.RiseFastWins < st.RiseHedged/2 {
-			t.Errorf("end of the phase: %v, median %v, %d of %d won at the old speed; want open with the median still 4ms; changes %v",
-				st, st.RecentMedian, st.RiseFastWins, st.RiseHedged, c.gateChanges())
+		if hedged, gated, _ := c.read(false); !sawRise || gated != 0 || hedged != 50 || len(c.gateChanges()) != 0 {
+			t.Errorf("slower primaries, alternates as fast as before: rise seen %v, %d hedged, %d gated, changes %v; want the rise, all 50 hedged, no change",
+				sawRise, hedged, gated, c.gateChanges())
+		}
+		if !st.Open() || st.Unproven || st.RecentMedian < 3900*time.Microsecond || st.RiseFastWins < 5 || st.RiseFastWins != st.RiseHedged {
+			t.Errorf("end of the phase: %v, median %v, %d of %d won at the old speed; want open, proven, the median still 4ms",
+				st, st.RecentMedian, st.RiseFastWins, st.RiseHedged)
 		}
 
 		// Now every attempt takes 4ms, alternates too: hedges still win
@@ -388,23 +381,23 @@ func TestGateCountsTimeoutsAsLosses(t *testing.T) {
 		if st := h.Stats().Gate; st.Hedged != 0 || !st.Open() {
 			t.Errorf("callers who left: %d hedged, gate %v; want no evidence", st.Hedged, st)
 		}
-		for range 10 {
+		for range 11 {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			Do(ctx, h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
 			cancel()
 			time.Sleep(30 * time.Millisecond)
 		}
-		if st := h.Stats().Gate; st.Hedged != noWinHedges || st.HedgeWins != 0 || st.Shut != GateNoHelp {
-			t.Errorf("deadlines that passed: %d hedged, %d won, gate %v; want 3 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		if st := h.Stats().Gate; st.Hedged != 11 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("deadlines that passed: %d hedged, %d won, gate %v; want 11 lost hedges, shut", st.Hedged, st.HedgeWins, st)
 		}
 		// The policy's own Timeout counts the same.
 		h = mustNew(t, Policy{Delay: 5 * time.Millisecond, Timeout: 20 * time.Millisecond, Budget: mustBudget(t, 1, 1000), IgnoreDeadline: true})
-		for range 10 {
+		for range 11 {
 			Do(context.Background(), h, Op[string]{Call: slow, Targets: []string{"a", "b"}})
 			time.Sleep(30 * time.Millisecond)
 		}
-		if st := h.Stats().Gate; st.Hedged != noWinHedges || st.HedgeWins != 0 || st.Shut != GateNoHelp {
-			t.Errorf("policy timeouts: %d hedged, %d won, gate %v; want 3 lost hedges, shut", st.Hedged, st.HedgeWins, st)
+		if st := h.Stats().Gate; st.Hedged != 11 || st.HedgeWins != 0 || st.Shut != GateNoHelp {
+			t.Errorf("policy timeouts: %d hedged, %d won, gate %v; want 11 lost hedges, shut", st.Hedged, st.HedgeWins, st)
 		}
 	})
 }
@@ -474,6 +467,73 @@ func TestGateUnprovenHedgesGoOneAtATime(t *testing.T) {
 		}
 		if hedged, gated := wave(); hedged != 20 || gated != 0 {
 			t.Errorf("proven, twenty late at once: %d hedged, %d gated; want 20 and 0", hedged, gated)
+		}
+	})
+}
+
+// Variance with a heavy tail, at a low rate and with the default adaptive
+// delay: every attempt draws its latency from one lognormal (p99 about 5x
+// the median), so a hedge to the other target wins about 40% of the time,
+// and helps. Over ten minutes at 10 reads a second the gate holds next to
+// none of them: a few losses in a row are chance, not evidence. With a
+// median of 20ms, the adaptive delay's 10ms warm-up guess makes the first
+// fifty reads late; their hedges lose, and count for nothing.
+func TestGateHeavyTailVarianceStaysOpen(t *testing.T) {
+	for _, p50 := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			var c eventCounts
+			h := mustNew(t, Policy{Observer: &c})
+			rng := rand.New(rand.NewPCG(7, 8))
+			var mu sync.Mutex
+			draw := func() time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Duration(float64(p50) * math.Exp(0.7*rng.NormFloat64()))
+			}
+			openLoop(0, 6000, 100*time.Millisecond, func(i int) {
+				d := [2]time.Duration{draw(), draw()}
+				gateDo(t, h, i, func(a Attempt) time.Duration { return d[min(a.Index, 1)] })
+			})
+			hedged, gated, _ := c.read(false)
+			if gated*100 > hedged+gated {
+				t.Errorf("p50 %v: %d hedges held by the gate of %d wanted, %d gate changes; want under 1%%", p50, gated, hedged+gated, len(c.gateChanges()))
+			}
+			t.Logf("p50 %v: %d hedged, %d held, %d gate changes", p50, hedged, gated, len(c.gateChanges()))
+		})
+	}
+}
+
+// A median that hovers about the slowdown threshold while hedges keep
+// winning at the old speed (primaries at 2.2ms for 8s, then 1.9ms for 2s,
+// over and over, on a 1ms baseline; one read in ten straggles) must not
+// make the gate flap: the rise holds until the median falls to 1.5x, and
+// the fast wins since it rose keep the gate open throughout.
+func TestGateSlowdownDoesNotFlapNearItsThreshold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c eventCounts
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
+		openLoop(0, 300, 10*time.Millisecond, func(i int) {
+			gateDo(t, h, i, func(Attempt) time.Duration { return time.Millisecond })
+		})
+		c.read(true)
+		start := time.Now()
+		openLoop(300, 6300, 10*time.Millisecond, func(i int) {
+			primary := 2200 * time.Microsecond
+			if time.Since(start)%(10*time.Second) >= 8*time.Second {
+				primary = 1900 * time.Microsecond
+			}
+			gateDo(t, h, i, func(a Attempt) time.Duration {
+				switch {
+				case a.Index > 0:
+					return time.Millisecond
+				case i%10 == 9:
+					return 40 * time.Millisecond
+				}
+				return primary
+			})
+		})
+		if hedged, gated, _ := c.read(false); gated != 0 || len(c.gateChanges()) != 0 {
+			t.Errorf("a minute about the threshold: %d hedged, %d held, gate changes %v; want none held, no change", hedged, gated, c.gateChanges())
 		}
 	})
 }

@@ -82,13 +82,19 @@ type Stats struct {
 	Gate GateState
 }
 
-// Stats reports the Hedger's state now.
-func (h *Hedger) Stats() Stats { return h.StatsAt(time.Now()) }
+// Stats reports the Hedger's state now. It re-evaluates the gate if that
+// is due, so the view is current even when no operation runs.
+func (h *Hedger) Stats() Stats {
+	now := time.Now()
+	h.gate.tick(now)
+	return h.StatsAt(now)
+}
 
-// StatsAt reports the Hedger's state at now. It re-evaluates the gate if
-// that is due, so the view is current even when no operation runs.
+// StatsAt reports the Hedger's state at now: the gate as last evaluated,
+// the counts of the window ending at now. It evaluates nothing, so a time
+// far from the present cannot move the Hedger's clocks.
 func (h *Hedger) StatsAt(now time.Time) Stats {
-	delay, expected := h.delays.current(now)
+	delay, expected, _ := h.delays.current(now)
 	t := h.gate.counts.totals(now)
 	return Stats{
 		Delay:        delay,
@@ -98,6 +104,13 @@ func (h *Hedger) StatsAt(now time.Time) Stats {
 		WantedHedges: t[countWanted],
 		Gate:         h.gate.snapshot(now),
 	}
+}
+
+// record notes the latency of an accepted attempt, or the lower bound of
+// a cancelled loser's, for the delay and the gate.
+func (h *Hedger) record(now time.Time, l time.Duration) {
+	h.delays.record(now, l)
+	h.gate.record(now, l)
 }
 
 func (h *Hedger) observe(e Event) {

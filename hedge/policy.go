@@ -174,12 +174,6 @@ func (p Policy) withDefaults() (Policy, error) {
 	if g.Window < 0 {
 		return p, fmt.Errorf("%w: negative gate window %v", ErrInvalidPolicy, g.Window)
 	}
-	if g.MinHedges == 0 {
-		g.MinHedges = DefaultGateMinHedges
-	}
-	if g.MinHedges < 0 {
-		return p, fmt.Errorf("%w: negative gate min hedges %d", ErrInvalidPolicy, g.MinHedges)
-	}
 	if g.MinWinRate == 0 {
 		g.MinWinRate = DefaultGateMinWinRate
 	}
@@ -214,6 +208,7 @@ type delayState struct {
 	next     atomic.Int64 // nanoseconds from origin of the next refresh
 	delay    atomic.Int64 // current delay
 	expected atomic.Int64 // median latency of recent accepted attempts; 0 unknown
+	warm     atomic.Bool  // the delay is the adaptive warm-up guess
 }
 
 func newDelayState(p Policy) *delayState {
@@ -227,6 +222,7 @@ func newDelayState(p Policy) *delayState {
 		d.delay.Store(int64(d.fixed))
 	} else {
 		d.delay.Store(int64(p.Adaptive.Warmup))
+		d.warm.Store(true)
 	}
 	return d
 }
@@ -236,13 +232,14 @@ func (d *delayState) record(now time.Time, l time.Duration) {
 	d.lat.RecordAt(now, l)
 }
 
-// current returns the hedge delay and expected attempt latency at now.
-func (d *delayState) current(now time.Time) (delay, expected time.Duration) {
+// current returns the hedge delay and expected attempt latency at now, and
+// whether the delay is an adaptive delay's warm-up guess.
+func (d *delayState) current(now time.Time) (delay, expected time.Duration, warm bool) {
 	n := int64(now.Sub(d.origin)) // the monotonic clock: a wall-clock step must not stop refreshes
 	if next := d.next.Load(); n >= next && d.next.CompareAndSwap(next, n+int64(refreshEvery)) {
 		d.refresh(now)
 	}
-	return time.Duration(d.delay.Load()), time.Duration(d.expected.Load())
+	return time.Duration(d.delay.Load()), time.Duration(d.expected.Load()), d.warm.Load()
 }
 
 func (d *delayState) refresh(now time.Time) {
@@ -256,11 +253,12 @@ func (d *delayState) refresh(now time.Time) {
 		return
 	}
 	a := d.adaptive
-	delay := a.Warmup
+	delay, warm := a.Warmup, true
 	if s.Count() >= uint64(a.MinSamples) {
-		delay = min(max(s.Quantile(a.Quantile), a.Floor), a.Ceiling)
+		delay, warm = min(max(s.Quantile(a.Quantile), a.Floor), a.Ceiling), false
 	}
 	d.delay.Store(int64(delay))
+	d.warm.Store(warm)
 }
 
 // ParseDelay parses a hedge delay as written on a command line: a Go

@@ -13,14 +13,15 @@ func TestPolicyDefaults(t *testing.T) {
 	p := h.Policy()
 	if p.MaxAttempts != 2 || p.ObserveWindow != 100*time.Millisecond || p.Adaptive.Quantile != 0.95 ||
 		p.Adaptive.Floor != time.Millisecond || p.Adaptive.Ceiling != time.Second || p.Adaptive.MinSamples != 50 ||
-		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Window != 10*time.Second || p.Gate.MinHedges != 10 ||
+		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Window != 10*time.Second ||
 		p.Gate.MinWinRate != 0.2 || p.Gate.Slowdown != 2 || p.Gate.Disabled || p.Gate.Load != nil ||
 		p.Budget == nil || p.Budget.Fraction() != 0.1 || p.Budget.Burst() != 10 {
 		t.Errorf("defaults: %+v", p)
 	}
 	// Probes of a shut gate: a second apart, backing off to half the window.
-	if h.gate.probeFirst != int64(time.Second) || h.gate.probeMost != int64(5*time.Second) || h.gate.hold != time.Second {
-		t.Errorf("probes every %v to %v, hold %v; want 1s, 5s and 1s", time.Duration(h.gate.probeFirst), time.Duration(h.gate.probeMost), h.gate.hold)
+	if g := h.gate; g.probeFirst != int64(time.Second) || g.probeMost != int64(5*time.Second) || g.hold != time.Second || g.turnMost != int64(time.Second) {
+		t.Errorf("probes every %v to %v, hold %v, unproven turns %v; want 1s, 5s, 1s and 1s",
+			time.Duration(g.probeFirst), time.Duration(g.probeMost), g.hold, time.Duration(g.turnMost))
 	}
 	// The warm-up delay is clamped into [Floor, Ceiling].
 	if got := mustNew(t, Policy{Adaptive: Adaptive{Floor: 20 * time.Millisecond, Ceiling: 30 * time.Millisecond}}).Stats().Delay; got != 20*time.Millisecond {
@@ -43,7 +44,6 @@ func TestPolicyRejects(t *testing.T) {
 		"negative warmup":      {Adaptive: Adaptive{Warmup: -1}},
 		"negative lat window":  {Adaptive: Adaptive{Window: -1}},
 		"negative gate window": {Gate: Gate{Window: -1}},
-		"negative min hedges":  {Gate: Gate{MinHedges: -1}},
 		"win rate above half":  {Gate: Gate{MinWinRate: 0.6}},
 		"negative win rate":    {Gate: Gate{MinWinRate: -0.1}},
 		"win rate NaN":         {Gate: Gate{MinWinRate: math.NaN()}},
