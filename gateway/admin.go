@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
@@ -172,7 +173,7 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 	}
 	if g.tied {
 		d.Mode = ModeTied
-		d.Tied = &TiedState{DelayMs: ms(max(g.cfg.TiedDelay, 0)), TiedCounts: g.metrics.Tied()}
+		d.Tied = &TiedState{DelayMs: ms(max(g.cfg.TiedDelay, 0)), TiedCounts: g.metrics.tied()}
 	}
 	return d
 }
@@ -195,7 +196,9 @@ func (g *Gateway) probationState() ProbationState {
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// Metrics returns the gateway's metrics.
-func (g *Gateway) Metrics() *Metrics { return g.metrics }
+// Registry returns the Prometheus registry holding the gateway's series,
+// which Admin serves at /metrics: gather from it, or register it with a
+// registry of your own.
+func (g *Gateway) Registry() *prometheus.Registry { return g.metrics.registry }
 
 var _ hedge.RequestHooks = (*exchange)(nil)

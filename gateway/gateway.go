@@ -31,7 +31,7 @@ type Gateway struct {
 	base      http.RoundTripper
 	requests  limiter
 	attempts  limiter
-	metrics   *Metrics
+	metrics   *metrics
 	log       *slog.Logger
 	exchanges sync.Pool // *exchange
 

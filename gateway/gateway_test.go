@@ -627,7 +627,7 @@ func TestNewRejects(t *testing.T) {
 // counterValue reads one labelled counter from the gateway's registry.
 func counterValue(t *testing.T, g *Gateway, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := g.Metrics().Registry().Gather()
+	mfs, err := g.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

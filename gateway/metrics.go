@@ -13,10 +13,10 @@ import (
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
-// Metrics holds the gateway's Prometheus series in a registry of its own.
+// metrics holds the gateway's Prometheus series in a registry of its own.
 // The hot path only increments pre-resolved children; gauges of state
 // (breakers, delay, in-flight) are read at scrape time.
-type Metrics struct {
+type metrics struct {
 	registry *prometheus.Registry
 
 	requests    *prometheus.CounterVec
@@ -44,11 +44,8 @@ type Metrics struct {
 	tiedRequests map[string]prometheus.Counter // by outcome
 }
 
-// Registry returns the registry holding the gateway's series.
-func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
-
-func newMetrics(g *Gateway) *Metrics {
-	m := &Metrics{registry: prometheus.NewRegistry(), log: g.log}
+func newMetrics(g *Gateway) *metrics {
+	m := &metrics{registry: prometheus.NewRegistry(), log: g.log}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_requests_total",
 		Help: "Client requests answered, by HTTP status code (code 0: the client left first).",
@@ -112,7 +109,7 @@ func newMetrics(g *Gateway) *Metrics {
 }
 
 // registerTied adds the series of tied mode.
-func (m *Metrics) registerTied() {
+func (m *metrics) registerTied() {
 	copies := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_tied_copies_total",
 		Help: "Tied copies launched (carrying Tailgate-Tie and Tailgate-Tie-Peer), by copy: first (the primary) or second (sent the tied delay later, marked as a hedge). They are also counted in tailgate_attempts_total, as primary and hedge.",
@@ -143,11 +140,11 @@ func byLabel(vec *prometheus.CounterVec, values []string) map[string]prometheus.
 	return m
 }
 
-func (m *Metrics) tiedCopy(i int)             { m.tiedCopies[i].Inc() }
-func (m *Metrics) tiedRequest(outcome string) { m.tiedRequests[outcome].Inc() }
+func (m *metrics) tiedCopy(i int)             { m.tiedCopies[i].Inc() }
+func (m *metrics) tiedRequest(outcome string) { m.tiedRequests[outcome].Inc() }
 
 // tiedDrop counts a dropped answer by its tied.DroppedHeader value.
-func (m *Metrics) tiedDrop(when string) {
+func (m *metrics) tiedDrop(when string) {
 	if when != tied.DroppedOnArrival {
 		when = tied.DroppedQueued // the only other value a tied.Server sends
 	}
@@ -155,7 +152,7 @@ func (m *Metrics) tiedDrop(when string) {
 }
 
 // TiedCounts is what a gateway in tied mode has counted: copies sent,
-// dropped answers received, and reads by outcome (see Metrics.Tied).
+// dropped answers received, and reads by outcome (see DebugState).
 type TiedCounts struct {
 	FirstCopies  int64 `json:"firstCopies"`
 	SecondCopies int64 `json:"secondCopies"`
@@ -168,9 +165,9 @@ type TiedCounts struct {
 	Requests map[string]int64 `json:"requests"`
 }
 
-// Tied reports the tied-mode counts so far; zero when the gateway is not
-// in tied mode. The lab reconciles them with what its replicas counted.
-func (m *Metrics) Tied() TiedCounts {
+// tied reports the tied-mode counts so far; zero when the gateway is not
+// in tied mode.
+func (m *metrics) tied() TiedCounts {
 	if m.tiedCopies == nil {
 		return TiedCounts{}
 	}
@@ -186,7 +183,7 @@ func (m *Metrics) Tied() TiedCounts {
 	return c
 }
 
-func (m *Metrics) observeRequest(code int, d time.Duration) {
+func (m *metrics) observeRequest(code int, d time.Duration) {
 	c, ok := m.byCode[code]
 	if !ok {
 		c = m.requests.WithLabelValues(strconv.Itoa(code))
@@ -195,27 +192,9 @@ func (m *Metrics) observeRequest(code int, d time.Duration) {
 	m.latency.Observe(d.Seconds())
 }
 
-func (m *Metrics) reject(reason string) { m.rejected[reason].Inc() }
+func (m *metrics) reject(reason string) { m.rejected[reason].Inc() }
 
-// Attempts reports the backend attempts started so far: primaries and
-// hedges. The lab reconciles them with what its replicas counted.
-func (m *Metrics) Attempts() (primaries, hedges int64) {
-	return counterInt(m.primaries), counterInt(m.hedges)
-}
-
-// Shadows reports the shadow requests sent so far (skipped ones not
-// included): requests the replicas received that no client asked for.
-func (m *Metrics) Shadows() int64 {
-	n := int64(0)
-	for _, o := range shadowOutcomes {
-		if o != shadowSkipped {
-			n += counterInt(m.shadows[o])
-		}
-	}
-	return n
-}
-
-func (m *Metrics) shadow(outcome string) { m.shadows[outcome].Inc() }
+func (m *metrics) shadow(outcome string) { m.shadows[outcome].Inc() }
 
 func counterInt(c prometheus.Counter) int64 {
 	var d dto.Metric
@@ -226,7 +205,7 @@ func counterInt(c prometheus.Counter) int64 {
 }
 
 // Wants implements hedge.EventFilter: receipts are not needed for counts.
-func (m *Metrics) Wants(k hedge.EventKind) bool {
+func (m *metrics) Wants(k hedge.EventKind) bool {
 	switch k {
 	case hedge.EventLaunch, hedge.EventWin, hedge.EventSuppress, hedge.EventReport, hedge.EventGate:
 		return true
@@ -235,7 +214,7 @@ func (m *Metrics) Wants(k hedge.EventKind) bool {
 }
 
 // Observe implements hedge.Observer.
-func (m *Metrics) Observe(e hedge.Event) {
+func (m *metrics) Observe(e hedge.Event) {
 	switch e.Kind {
 	case hedge.EventLaunch:
 		if e.Attempt.IsHedge() {
@@ -266,7 +245,7 @@ func (m *Metrics) Observe(e hedge.Event) {
 // gateChanged counts and logs a change of the overload gate: one line when
 // it shuts, one when it reopens, one when the evidence keeping it shut
 // changes.
-func (m *Metrics) gateChanged(st *hedge.GateState) {
+func (m *metrics) gateChanged(st *hedge.GateState) {
 	m.gateMu.Lock()
 	defer m.gateMu.Unlock()
 	if st.Changes <= m.gateSeen {

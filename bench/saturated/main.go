@@ -130,7 +130,7 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 		}
 	}
 	started := fs[0].Stats().Started + fs[1].Stats().Started
-	primaries, hedges := g.Metrics().Attempts()
+	primaries, hedges := lab.GatewayAttempts(g)
 	r := &result{Setting: name, Summary: lab.Summarize(done, elapsed), Hedges: hedges, Gate: gate}
 	if primaries > 0 {
 		r.AttemptsPerRead = float64(started) / float64(primaries)

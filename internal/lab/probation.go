@@ -596,8 +596,8 @@ func runProbation(ctx context.Context, cfg ProbationConfig, setup ProbationSetup
 		}
 	}
 	run.DuringDegradation = Summarize(during, to-from)
-	run.Primaries, run.Hedges = g.Metrics().Attempts()
-	run.Shadows = g.Metrics().Shadows()
+	run.Primaries, run.Hedges = GatewayAttempts(g)
+	run.Shadows = GatewayShadows(g)
 	if sent := int64(run.Requests - run.Dropped); sent > 0 {
 		run.ExtraAttemptsPct = round2(100 * float64(run.Hedges) / float64(sent))
 		run.ShadowsPct = round2(100 * float64(run.Shadows) / float64(sent))

@@ -147,7 +147,7 @@ func RunStraggler(ctx context.Context, cfg StragglerConfig) (*StragglerReport, e
 		cfg.Progress(1, 2)
 	}
 	front := "http://" + ln.Addr().String()
-	attempts := func() int64 { p, h := g.Metrics().Attempts(); return p + h }
+	attempts := func() int64 { p, h := GatewayAttempts(g); return p + h }
 	rep.Hedged, rep.latencies.hedged, err = stragglerSide(ctx, "hedged", load, fixtures, func(i int) string {
 		return front + "/item?id=" + strconv.Itoa(i)
 	}, client, attempts)
