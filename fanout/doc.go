@@ -13,12 +13,10 @@
 // silent partial result would be a correctness bug. A deadline is carried
 // on the shards' context, so no hedge is sent that could not finish before
 // it. Canary requests go to one or two shards first; the rest get the
-// request only after every canary has answered in time, so a query that
-// crashes or stalls servers reaches only the canaries. All the shards of a
-// request send their primaries to the same replica, taking the replicas in
-// turn from one request to the next. All the shards of a Fanout share one
-// Hedger and so one budget: a fan-out to 100 shards may send at most one
-// burst of hedges plus its earned fraction, never 100 bursts.
+// request only after every canary has answered in time. All the shards of
+// a Fanout share one Hedger and so one budget: a fan-out to 100 shards may
+// send at most one burst of hedges plus its earned fraction, never 100
+// bursts.
 //
 // # The arithmetic
 //
@@ -29,4 +27,6 @@
 // 1 − t^(1/N). Waiting for only k of the N tolerates N − k slow servers: the
 // request is slow only when more than N − k are. SlowShare,
 // MaxServerSlowProbability and SlowShareGoodEnough compute these.
+//
+// Usage and measurements: docs/library.md, docs/performance.md.
 package fanout
