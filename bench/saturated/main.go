@@ -26,7 +26,9 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
 )
 
 func main() {
@@ -58,21 +60,21 @@ func main() {
 
 type result struct {
 	Setting string `json:"setting"`
-	lab.Summary
+	load.Summary
 	AttemptsPerRead float64 `json:"backendAttemptsPerRead"`
 	Hedges          int64   `json:"hedges"`
 	Gate            string  `json:"gate"`
 }
 
 func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, error) {
-	var fs []*lab.Fixture
+	var fs []*fixture.Fixture
 	defer func() {
 		for _, f := range fs {
 			f.Close()
 		}
 	}()
 	for i := range 2 {
-		f, err := lab.StartFixture(lab.FixtureConfig{Name: "replica-" + strconv.Itoa(i), Model: lab.Constant(30 * time.Millisecond),
+		f, err := fixture.Start(fixture.Config{Name: "replica-" + strconv.Itoa(i), Model: fixture.Constant(30 * time.Millisecond),
 			Seed: uint64(i + 1), Capacity: 2})
 		if err != nil {
 			return nil, err
@@ -101,7 +103,7 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 	// Closed loop: as many reads as the clients can make in d; those cut
 	// off when d ends are left out.
 	most := clients * (int(d/(30*time.Millisecond)) + 1) // no read takes less than 30ms
-	outs := lab.Generate(ctx, lab.Load{Requests: most, Concurrency: clients}, func(ctx context.Context, i int) error {
+	outs := load.Generate(ctx, load.Config{Requests: most, Concurrency: clients}, func(ctx context.Context, i int) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+strconv.Itoa(i), nil)
 		if err != nil {
 			return err
@@ -117,7 +119,7 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 		return nil
 	})
 	elapsed := time.Since(start)
-	var done []lab.Outcome
+	var done []load.Outcome
 	for _, o := range outs {
 		if o.Err == nil || !errors.Is(o.Err, context.DeadlineExceeded) {
 			done = append(done, o) // the reads the end of the run did not cut off
@@ -130,8 +132,8 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 		}
 	}
 	started := fs[0].Stats().Started + fs[1].Stats().Started
-	primaries, hedges := lab.GatewayAttempts(g)
-	r := &result{Setting: name, Summary: lab.Summarize(done, elapsed), Hedges: hedges, Gate: gate}
+	primaries, hedges := exp.GatewayAttempts(g)
+	r := &result{Setting: name, Summary: load.Summarize(done, elapsed), Hedges: hedges, Gate: gate}
 	if primaries > 0 {
 		r.AttemptsPerRead = float64(started) / float64(primaries)
 	}

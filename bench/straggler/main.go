@@ -32,7 +32,8 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 )
 
 func main() {
@@ -54,23 +55,23 @@ func main() {
 }
 
 func issue3(requests int, rate float64) error {
-	straggle := lab.Straggler{Fraction: 0.05, Fast: time.Millisecond, Slow: 40 * time.Millisecond}
+	straggle := fixture.Straggler{Fraction: 0.05, Fast: time.Millisecond, Slow: 40 * time.Millisecond}
 	configs := []struct {
 		name   string
-		model  lab.Model
+		model  fixture.Model
 		policy func() hedge.Policy
 	}{
 		{"straggler, adaptive delay (default)", straggle, func() hedge.Policy { return hedge.Policy{} }},
 		{"straggler, fixed 5ms delay", straggle, func() hedge.Policy { return hedge.Policy{Delay: 5 * time.Millisecond} }},
 		{"straggler, fixed 25ms delay (the seed command's)", straggle, func() hedge.Policy { return hedge.Policy{Delay: 25 * time.Millisecond} }},
-		{"every request slow (40ms), fixed 5ms delay, fraction 0.1 burst 10", lab.Constant(40 * time.Millisecond), func() hedge.Policy {
+		{"every request slow (40ms), fixed 5ms delay, fraction 0.1 burst 10", fixture.Constant(40 * time.Millisecond), func() hedge.Policy {
 			b, _ := hedge.NewBudget(0.1, 10)
 			return hedge.Policy{Delay: 5 * time.Millisecond, Budget: b}
 		}},
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, c := range configs {
-		res, err := lab.RunStraggler(context.Background(), lab.StragglerConfig{
+		res, err := straggler.Run(context.Background(), straggler.Config{
 			Requests: requests, Rate: rate, Model: c.model,
 			Gateway: gateway.Config{Policy: c.policy()},
 		})
@@ -79,7 +80,7 @@ func issue3(requests int, rate float64) error {
 		}
 		if err := enc.Encode(struct {
 			Name string `json:"name"`
-			*lab.StragglerReport
+			*straggler.Report
 		}{c.name, res}); err != nil {
 			return err
 		}
@@ -104,9 +105,13 @@ func reference(list string, seeds int) error {
 			var direct, hedged, ratio, attempts []float64
 			for seed := 1; seed <= seeds; seed++ {
 				b, _ := hedge.NewBudget(s.fraction, hedge.DefaultBudgetBurst)
-				res, err := lab.RunStraggler(context.Background(), lab.StragglerConfig{
+				m, err := straggler.IDs(requests, share, time.Millisecond, 40*time.Millisecond)
+				if err != nil {
+					return err
+				}
+				res, err := straggler.Run(context.Background(), straggler.Config{
 					Requests: requests, Rate: 100, Seed: uint64(seed),
-					Model:   lab.StragglerIDs(requests, share, time.Millisecond, 40*time.Millisecond),
+					Model:   m,
 					Gateway: gateway.Config{Policy: hedge.Policy{Delay: s.delay, Budget: b}},
 				})
 				if err != nil {

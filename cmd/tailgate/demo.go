@@ -11,7 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/demo"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
 )
 
 const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about a minute:
@@ -50,7 +53,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "\r%-10s %d/%d (%s)   ", stage, done, total, time.Since(start).Round(time.Second))
 		}
 	}
-	res, err := lab.RunDemo(ctx, lab.DemoConfig{Seed: *seed, Progress: prog, Short: *short})
+	res, err := demo.Run(ctx, demo.Config{Seed: *seed, Progress: prog, Short: *short})
 	if prog != nil {
 		fmt.Fprintln(stderr)
 	}
@@ -63,7 +66,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		path = *html
 	}
 	if err := writeFile(path, func(w io.Writer) error {
-		return lab.WriteHTML(w, "Tailgate demo", res.Environment, res.Sections()...)
+		return exp.WriteHTML(w, "Tailgate demo", res.Environment, res.Sections()...)
 	}); err != nil {
 		fmt.Fprintf(stderr, "tailgate demo: writing the report: %v\n", err)
 		return exitError
@@ -82,14 +85,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printDemo(w io.Writer, r *lab.DemoResult) {
+func printDemo(w io.Writer, r *demo.Result) {
 	s := r.Straggler
 	fmt.Fprintf(w, "\n1. straggler: %d reads at %.0f/s; every 20th straggles %s\n", s.Requests, s.Rate, "80ms on its primary (2ms otherwise)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50\tp90\tp99\tp99.9\tbackend attempts/read\twasted/read\t")
 	for _, side := range []struct {
 		name string
-		s    lab.StragglerSide
+		s    straggler.Side
 	}{{"direct", s.Baseline}, {"gateway (" + s.HedgeDelay + ")", s.Hedged}} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t\n", side.name, msText(side.s.P50Ms), msText(side.s.P90Ms), msText(side.s.P99Ms), msText(side.s.P999Ms),
 			side.s.BackendAttemptsPerRequest, float64(side.s.Work.CompletedAfterCancel)/float64(s.Requests))
@@ -106,7 +109,7 @@ func printDemo(w io.Writer, r *lab.DemoResult) {
 	fmt.Fprintf(w, "\n2. sweep: %d reads per point against %s; budget and gate open\n", sw.Requests, sw.Model)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50\tp99\textra attempts\twasted\t\t")
-	for _, p := range append([]lab.SweepPoint{sw.Baseline}, sw.Points...) {
+	for _, p := range append([]sweep.Point{sw.Baseline}, sw.Points...) {
 		mark := ""
 		if p.Label == sw.Knee {
 			mark = "<- knee"

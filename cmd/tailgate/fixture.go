@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 )
 
 const fixtureSynopsis = `Runs one controlled replica on a loopback address: GET answers JSON
@@ -30,24 +29,22 @@ func runFixture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	model := fs.String("model", "lognormal:p50=8ms,p99=90ms", "latency model (see above)")
 	seed := fs.Uint64("seed", 1, "seed of the latency draws")
 	capacity := fs.Int("capacity", 0, "requests served at once; the rest wait in a FIFO queue (0: unlimited)")
-	queue := fs.Int("queue-limit", 10000, "most requests waiting; beyond it 503 at once")
+	queue := fs.Int("queue-limit", fixture.DefaultQueueLimit, "most requests waiting; beyond it 503 at once")
 	lowHedges := fs.Bool("deprioritize-hedges", false, "serve queued hedge attempts only when no primary waits")
 	stop := fs.Bool("stop-on-cancel", false, "stop working when the client cancels (default: keep working)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	m, err := lab.ParseModel(*model)
+	m, err := fixture.ParseModel(*model)
 	if err != nil {
 		return usageError(stderr, "fixture", err)
 	}
-	if host, _, err := net.SplitHostPort(*listen); err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() {
-		return usageError(stderr, "fixture", fmt.Errorf("-listen %q: want a loopback IP address and port, such as 127.0.0.1:8081", *listen))
+	cfg := fixture.Config{Name: *name, Model: m, Seed: *seed, Addr: *listen,
+		Capacity: *capacity, QueueLimit: *queue, DeprioritizeHedges: *lowHedges, StopOnCancel: *stop}
+	if err := cfg.Validate(); err != nil {
+		return usageError(stderr, "fixture", err)
 	}
-	if *capacity < 0 || *queue < 1 {
-		return usageError(stderr, "fixture", fmt.Errorf("-capacity must be >= 0 and -queue-limit >= 1"))
-	}
-	f, err := lab.StartFixture(lab.FixtureConfig{Name: *name, Model: m, Seed: *seed, Addr: *listen,
-		Capacity: *capacity, QueueLimit: *queue, DeprioritizeHedges: *lowHedges, StopOnCancel: *stop})
+	f, err := fixture.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tailgate fixture: %v\n", err)
 		return exitError

@@ -1,6 +1,12 @@
 package main
 
 import (
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/overload"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
+	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/compare"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +20,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 )
 
 const labSynopsis = `Runs a lab experiment on 127.0.0.1 and reports it: JSON Lines on stdout,
@@ -98,11 +104,45 @@ func (o *outputs) check() error {
 	return nil
 }
 
+// run is what every lab experiment does once its flags are parsed into a
+// configuration: validate it (the experiment's own rules, reported against
+// the flags), check the outputs, run, and write what the run returns.
+func (o *outputs) run(ctx context.Context, name string, stdout, stderr io.Writer, validate func() error, run func(context.Context) (exp.Report, any, []any, error)) int {
+	if err := validate(); err != nil {
+		return configError(stderr, name, err)
+	}
+	if err := o.check(); err != nil {
+		return usageError(stderr, "lab "+name, err)
+	}
+	rep, config, lines, err := run(ctx)
+	if errors.Is(err, exp.ErrConfig) {
+		return configError(stderr, name, err)
+	}
+	if err != nil {
+		return failed(stderr, name, err)
+	}
+	return o.write(name, stdout, stderr, rep, config, lines...)
+}
+
+// configError reports a wrong configuration as a usage error: a setting
+// the experiment refuses is named as its flag.
+func configError(stderr io.Writer, name string, err error) int {
+	if fe, ok := errors.AsType[*exp.FieldError](err); ok {
+		if fe.Field == "" {
+			err = errors.New(fe.Problem)
+		} else {
+			err = fmt.Errorf("-%s %v %s", fe.Field, fe.Value, fe.Problem)
+		}
+	}
+	return usageError(stderr, "lab "+name, err)
+}
+
 // write emits lines as JSON Lines and the report to -out and -html. Each
 // line carries the run's environment (seed, Go version, cores) and, when
 // given, its configuration, so a line read alone still says what produced
 // it.
-func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner, env lab.Environment, config any, lines ...any) int {
+func (o *outputs) write(name string, stdout, stderr io.Writer, rep exp.Report, config any, lines ...any) int {
+	env := rep.Head().Environment
 	enc := json.NewEncoder(stdout)
 	for _, l := range lines {
 		b, err := withContext(l, env, config)
@@ -126,7 +166,7 @@ func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner
 	}
 	if o.html != "" {
 		if err := writeFile(o.html, func(w io.Writer) error {
-			return lab.WriteHTML(w, "Tailgate lab: "+name, env, rep)
+			return exp.WriteHTML(w, "Tailgate lab: "+name, env, rep)
 		}); err != nil {
 			fmt.Fprintf(stderr, "tailgate lab %s: -html: %v\n", name, err)
 			return exitError
@@ -138,7 +178,7 @@ func (o *outputs) write(name string, stdout, stderr io.Writer, rep lab.Sectioner
 
 // withContext returns line as a JSON object with "environment" and, when
 // config is not nil, "config" appended.
-func withContext(line any, env lab.Environment, config any) ([]byte, error) {
+func withContext(line any, env exp.Environment, config any) ([]byte, error) {
 	b, err := json.Marshal(line)
 	if err != nil {
 		return nil, err
@@ -226,58 +266,31 @@ a secondary taking 5 ms. External endpoints must answer GET with 200 and JSON
 {"value": "<non-empty>"}; any other answer is reported per attempt.`, stderr)
 	var o outputs
 	o.register(fs)
-	samples := fs.Int("samples", 200, "reads per side (1 to 100000)")
-	delay := fs.Float64("delay-ms", 10, "hedge delay in milliseconds (> 0)")
-	rate := fs.Float64("rate", 20, "offered load, reads per second (open loop; > 0)")
+	d := compare.Defaults()
+	samples := fs.Int("samples", d.Samples, fmt.Sprintf("reads per side (1 to %d)", compare.MaxSamples))
+	delay := fs.Float64("delay-ms", load.Ms(d.Delay), "hedge delay in milliseconds (> 0)")
+	rate := fs.Float64("rate", d.Rate, "offered load, reads per second (open loop; > 0)")
 	primary := fs.String("primary", "", "primary endpoint URL (with -secondary)")
 	secondary := fs.String("secondary", "", "secondary endpoint URL (with -primary)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	switch {
-	case *samples < 1 || *samples > 100000:
-		return usageError(stderr, "lab compare", fmt.Errorf("-samples %d must be within [1, 100000]", *samples))
-	case !(*delay > 0 && *delay <= 60000):
-		return usageError(stderr, "lab compare", fmt.Errorf("-delay-ms %v must be within (0, 60000]", *delay))
-	case !(*rate > 0 && *rate <= 10000):
-		return usageError(stderr, "lab compare", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
-	case (*primary == "") != (*secondary == ""):
-		return usageError(stderr, "lab compare", errors.New("-primary and -secondary go together"))
-	}
-	for _, u := range []string{*primary, *secondary} {
-		if u == "" {
-			continue
+	cfg := compare.Config{Samples: *samples, Delay: time.Duration(*delay * float64(time.Millisecond)),
+		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed, Progress: progress(stderr, "compare")}
+	return o.run(ctx, "compare", stdout, stderr, cfg.Validate, func(ctx context.Context) (exp.Report, any, []any, error) {
+		rep, err := compare.Run(ctx, cfg)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		if _, err := hedge.ParseTarget(baseURL(u)); err != nil {
-			return usageError(stderr, "lab compare", err)
-		}
-	}
-	if err := o.check(); err != nil {
-		return usageError(stderr, "lab compare", err)
-	}
-	rep, err := lab.RunCompare(ctx, lab.CompareConfig{Samples: *samples, Delay: time.Duration(*delay * float64(time.Millisecond)),
-		Rate: *rate, Primary: *primary, Secondary: *secondary, Seed: o.seed, Progress: progress(stderr, "compare")})
-	if err != nil {
-		return failed(stderr, "compare", err)
-	}
-	line := struct {
-		Experiment  string                `json:"experiment"`
-		Baseline    lab.CompareSide       `json:"baseline"`
-		Hedged      lab.CompareSide       `json:"hedged"`
-		FixtureWork *lab.CompareWork      `json:"fixtureWork"`
-		Config      lab.CompareConfigJSON `json:"config"`
-	}{"compare", rep.Baseline, rep.Hedged, rep.FixtureWork, rep.Config}
-	return o.write("compare", stdout, stderr, rep, rep.Environment, nil, line)
-}
-
-// baseURL trims a full URL to its scheme and host.
-func baseURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {
-			return u[:i+3+j]
-		}
-	}
-	return u
+		line := struct {
+			Experiment  string               `json:"experiment"`
+			Baseline    compare.Side         `json:"baseline"`
+			Hedged      compare.Side         `json:"hedged"`
+			FixtureWork *compare.FixtureWork `json:"fixtureWork"`
+			Config      compare.Setup        `json:"config"`
+		}{"compare", rep.Baseline, rep.Hedged, rep.FixtureWork, rep.Config}
+		return rep, nil, []any{line}, nil
+	})
 }
 
 func runLabStraggler(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -292,8 +305,9 @@ The reference experiment's shape (one of its two hedge settings):
   tailgate lab straggler -slow-share 0.2 -slow 40ms -fast 1ms -hedge-delay 25ms -hedge-fraction 0.1`, stderr)
 	var o outputs
 	o.register(fs)
-	requests := fs.Int("requests", 500, "reads per side (1 to 100000)")
-	rate := fs.Float64("rate", 100, "offered load, reads per second (open loop; > 0)")
+	d := straggler.Defaults()
+	requests := fs.Int("requests", d.Requests, fmt.Sprintf("reads per side (1 to %d)", straggler.MaxRequests))
+	rate := fs.Float64("rate", d.Rate, "offered load, reads per second (open loop; > 0)")
 	delay := fs.String("hedge-delay", "auto", `gateway hedge delay: a duration, "auto" or a percentile ("p90")`)
 	fraction := fs.Float64("hedge-fraction", hedge.DefaultBudgetFraction, "gateway hedge budget: extra attempts earned per read, in [0, 1]")
 	burst := fs.Float64("hedge-burst", hedge.DefaultBudgetBurst, "gateway hedge budget: most hedges in a row (>= 1)")
@@ -309,57 +323,43 @@ The reference experiment's shape (one of its two hedge settings):
 	if *model != "" && (given["slow-share"] || given["slow"] || given["fast"]) {
 		return usageError(stderr, "lab straggler", errors.New("-model replaces -slow-share, -slow and -fast: give one or the other"))
 	}
-	switch {
-	case !(*share >= 0 && *share <= 1):
-		return usageError(stderr, "lab straggler", fmt.Errorf("-slow-share %v must be within [0, 1]", *share))
-	case *slow <= 0 || *slow > time.Minute:
-		return usageError(stderr, "lab straggler", fmt.Errorf("-slow %v must be within (0, 1m]", *slow))
-	case *fast < 0 || *fast > *slow:
-		return usageError(stderr, "lab straggler", fmt.Errorf("-fast %v must be within [0, -slow]", *fast))
-	}
 	budget, err := hedge.NewBudget(*fraction, *burst)
 	if err != nil {
 		return usageError(stderr, "lab straggler", fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err))
-	}
-	if *requests < 1 || *requests > 100000 {
-		return usageError(stderr, "lab straggler", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
-	}
-	if !(*rate > 0 && *rate <= 10000) {
-		return usageError(stderr, "lab straggler", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
 	}
 	p, err := policyFlag(*delay)
 	if err != nil {
 		return usageError(stderr, "lab straggler", err)
 	}
 	p.Budget = budget
-	m := lab.StragglerIDs(*requests, *share, *fast, *slow)
+	m, err := straggler.IDs(*requests, *share, *fast, *slow)
 	if *model != "" {
-		if m, err = lab.ParseModel(*model); err != nil {
-			return usageError(stderr, "lab straggler", err)
-		}
+		m, err = fixture.ParseModel(*model)
 	}
-	if err := o.check(); err != nil {
-		return usageError(stderr, "lab straggler", err)
-	}
-	rep, err := lab.RunStraggler(ctx, lab.StragglerConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed,
-		Gateway: gateway.Config{Policy: p}, Progress: progress(stderr, "straggler")})
 	if err != nil {
-		return failed(stderr, "straggler", err)
+		return configError(stderr, "straggler", err)
 	}
-	type line struct {
-		Experiment string `json:"experiment"`
-		lab.StragglerSide
-	}
-	config := struct {
-		Requests      int     `json:"requests"`
-		Rate          float64 `json:"rate"`
-		Model         string  `json:"model"`
-		HedgeDelay    string  `json:"hedgeDelay"`
-		HedgeFraction float64 `json:"hedgeFraction"`
-		HedgeBurst    float64 `json:"hedgeBurst"`
-	}{rep.Requests, rep.Rate, rep.Model, rep.HedgeDelay, budget.Fraction(), budget.Burst()}
-	return o.write("straggler", stdout, stderr, rep, rep.Environment, config,
-		line{"straggler", rep.Baseline}, line{"straggler", rep.Hedged})
+	cfg := straggler.Config{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed,
+		Gateway: gateway.Config{Policy: p}, Progress: progress(stderr, "straggler")}
+	return o.run(ctx, "straggler", stdout, stderr, cfg.Validate, func(ctx context.Context) (exp.Report, any, []any, error) {
+		rep, err := straggler.Run(ctx, cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		type line struct {
+			Experiment string `json:"experiment"`
+			straggler.Side
+		}
+		config := struct {
+			Requests      int     `json:"requests"`
+			Rate          float64 `json:"rate"`
+			Model         string  `json:"model"`
+			HedgeDelay    string  `json:"hedgeDelay"`
+			HedgeFraction float64 `json:"hedgeFraction"`
+			HedgeBurst    float64 `json:"hedgeBurst"`
+		}{rep.Requests, rep.Rate, rep.Model, rep.HedgeDelay, budget.Fraction(), budget.Burst()}
+		return rep, config, []any{line{"straggler", rep.Baseline}, line{"straggler", rep.Hedged}}, nil
+	})
 }
 
 // policyFlag turns a -hedge-delay value into a policy.
@@ -378,34 +378,35 @@ the budget and gate opened wide so each point shows its delay's own cost. For
 each: p50/p99/p99.9, extra attempts and wasted server work; names the knee.`, stderr)
 	var o outputs
 	o.register(fs)
-	requests := fs.Int("requests", 400, "reads per point (1 to 100000)")
-	rate := fs.Float64("rate", 200, "offered load, reads per second (open loop; > 0)")
-	model := fs.String("model", "lognormal:p50=4ms,p99=60ms", "latency model of both replicas; see tailgate fixture -h")
-	delays := fs.String("delays", "1ms,2ms,3ms,5ms,8ms,13ms,20ms,30ms,50ms", "comma-separated fixed delays")
-	quantiles := fs.String("quantiles", "p50,p75,p90,p95,p99", "comma-separated adaptive percentiles")
+	d := sweep.Defaults()
+	var delayList, quantileList []string
+	for _, x := range d.Delays {
+		delayList = append(delayList, x.String())
+	}
+	for _, q := range d.Quantiles {
+		quantileList = append(quantileList, "p"+strconv.FormatFloat(100*q, 'g', -1, 64))
+	}
+	requests := fs.Int("requests", d.Requests, fmt.Sprintf("reads per point (1 to %d)", sweep.MaxRequests))
+	rate := fs.Float64("rate", d.Rate, "offered load, reads per second (open loop; > 0)")
+	model := fs.String("model", d.Model.String(), "latency model of both replicas; see tailgate fixture -h")
+	delays := fs.String("delays", strings.Join(delayList, ","), "comma-separated fixed delays")
+	quantiles := fs.String("quantiles", strings.Join(quantileList, ","), "comma-separated adaptive percentiles")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	if *requests < 1 || *requests > 100000 {
-		return usageError(stderr, "lab sweep", fmt.Errorf("-requests %d must be within [1, 100000]", *requests))
-	}
-	if !(*rate > 0 && *rate <= 10000) {
-		return usageError(stderr, "lab sweep", fmt.Errorf("-rate %v must be within (0, 10000]", *rate))
-	}
-	m, err := lab.ParseModel(*model)
+	m, err := fixture.ParseModel(*model)
 	if err != nil {
 		return usageError(stderr, "lab sweep", err)
 	}
-	cfg := lab.SweepConfig{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed, Progress: progress(stderr, "sweep")}
-	cfg.Delays = []time.Duration{}
+	cfg := sweep.Config{Requests: *requests, Rate: *rate, Model: m, Seed: o.seed, Progress: progress(stderr, "sweep"),
+		Delays: []time.Duration{}, Quantiles: []float64{}}
 	for _, s := range splitList(*delays) {
 		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > time.Minute {
-			return usageError(stderr, "lab sweep", fmt.Errorf("-delays: %q is not a duration within (0, 1m]", s))
+		if err != nil {
+			return usageError(stderr, "lab sweep", fmt.Errorf("-delays: %q is not a duration", s))
 		}
 		cfg.Delays = append(cfg.Delays, d)
 	}
-	cfg.Quantiles = []float64{}
 	for _, s := range splitList(*quantiles) {
 		_, q, err := hedge.ParseDelay(s)
 		if err != nil || q == 0 {
@@ -413,31 +414,27 @@ each: p50/p99/p99.9, extra attempts and wasted server work; names the knee.`, st
 		}
 		cfg.Quantiles = append(cfg.Quantiles, q)
 	}
-	if len(cfg.Delays)+len(cfg.Quantiles) == 0 {
-		return usageError(stderr, "lab sweep", errors.New("nothing to sweep: give -delays or -quantiles"))
-	}
-	if err := o.check(); err != nil {
-		return usageError(stderr, "lab sweep", err)
-	}
-	rep, err := lab.RunSweep(ctx, cfg)
-	if err != nil {
-		return failed(stderr, "sweep", err)
-	}
-	type line struct {
-		Experiment string `json:"experiment"`
-		lab.SweepPoint
-		Knee bool `json:"knee,omitempty"`
-	}
-	lines := []any{line{"sweep", rep.Baseline, false}}
-	for _, p := range rep.Points {
-		lines = append(lines, line{"sweep", p, p.Label == rep.Knee})
-	}
-	config := struct {
-		Requests int     `json:"requests"`
-		Rate     float64 `json:"rate"`
-		Model    string  `json:"model"`
-	}{rep.Requests, rep.Rate, rep.Model}
-	return o.write("sweep", stdout, stderr, rep, rep.Environment, config, lines...)
+	return o.run(ctx, "sweep", stdout, stderr, cfg.Validate, func(ctx context.Context) (exp.Report, any, []any, error) {
+		rep, err := sweep.Run(ctx, cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		type line struct {
+			Experiment string `json:"experiment"`
+			sweep.Point
+			Knee bool `json:"knee,omitempty"`
+		}
+		lines := []any{line{"sweep", rep.Baseline, false}}
+		for _, p := range rep.Points {
+			lines = append(lines, line{"sweep", p, p.Label == rep.Knee})
+		}
+		config := struct {
+			Requests int     `json:"requests"`
+			Rate     float64 `json:"rate"`
+			Model    string  `json:"model"`
+		}{rep.Requests, rep.Rate, rep.Model}
+		return rep, config, lines, nil
+	})
 }
 
 func splitList(s string) []string {
@@ -458,70 +455,50 @@ FIFO replicas and (-hedge-priority) against replicas that serve queued hedges
 only when no primary waits: attempts per read, goodput and p99 at each load.`, stderr)
 	var o outputs
 	o.register(fs)
-	workers := fs.Int("workers", 2, "requests each fixture serves at once (1 to 64)")
-	service := fs.Duration("service", 20*time.Millisecond, "service time of each request (up to 1s)")
-	loads := fs.String("loads", "0.5,0.8,1,1.2,1.5,2", "offered loads, as multiples of capacity (each in (0, 5])")
-	duration := fs.Duration("duration", 3*time.Second, "how long each load is offered (up to 1m)")
-	delay := fs.Duration("hedge-delay", 30*time.Millisecond, "hedge delay")
+	d := overload.Defaults()
+	var loadList []string
+	for _, l := range d.Loads {
+		loadList = append(loadList, strconv.FormatFloat(l, 'g', -1, 64))
+	}
+	workers := fs.Int("workers", d.Workers, fmt.Sprintf("requests each fixture serves at once (1 to %d)", overload.MaxWorkers))
+	service := fs.Duration("service", d.Service, "service time of each request (up to 1s)")
+	loads := fs.String("loads", strings.Join(loadList, ","), fmt.Sprintf("offered loads, as multiples of capacity (each in (0, %d])", overload.MaxLoad))
+	duration := fs.Duration("duration", d.Duration, "how long each load is offered (up to 1m)")
+	delay := fs.Duration("hedge-delay", d.Delay, "hedge delay")
 	priority := fs.Bool("hedge-priority", true, "also run unbounded hedging against replicas that queue hedges behind primaries")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
-	switch {
-	case *workers < 1 || *workers > 64:
-		return usageError(stderr, "lab overload", fmt.Errorf("-workers %d must be within [1, 64]", *workers))
-	case *service <= 0 || *service > time.Second:
-		return usageError(stderr, "lab overload", fmt.Errorf("-service %v must be within (0, 1s]", *service))
-	case *duration <= 0 || *duration > time.Minute:
-		return usageError(stderr, "lab overload", fmt.Errorf("-duration %v must be within (0, 1m]", *duration))
-	case *delay <= 0 || *delay > time.Minute:
-		return usageError(stderr, "lab overload", fmt.Errorf("-hedge-delay %v must be within (0, 1m]", *delay))
-	}
-	cfg := lab.OverloadConfig{Workers: *workers, Service: *service, Duration: *duration, Delay: *delay, Seed: o.seed,
-		HedgePriority: *priority, Progress: progress(stderr, "overload")}
+	cfg := overload.Config{Workers: *workers, Service: *service, Duration: *duration, Delay: *delay, Seed: o.seed,
+		HedgePriority: *priority, Progress: progress(stderr, "overload"), Loads: []float64{}}
 	for _, s := range splitList(*loads) {
 		x, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(x > 0 && x <= 5) {
-			return usageError(stderr, "lab overload", fmt.Errorf("-loads: %q is not a multiple within (0, 5]", s))
+		if err != nil {
+			return usageError(stderr, "lab overload", fmt.Errorf("-loads: %q is not a number", s))
 		}
 		cfg.Loads = append(cfg.Loads, x)
 	}
-	if len(cfg.Loads) == 0 {
-		return usageError(stderr, "lab overload", errors.New("-loads is empty"))
-	}
-	if rps := 2 * float64(*workers) / service.Seconds() * maxOf(cfg.Loads); rps > 5000 {
-		return usageError(stderr, "lab overload", fmt.Errorf("the highest load would offer %.0f reads/s: keep it under 5000 (fewer -workers, longer -service)", rps))
-	}
-	if err := o.check(); err != nil {
-		return usageError(stderr, "lab overload", err)
-	}
-	rep, err := lab.RunOverload(ctx, cfg)
-	if err != nil {
-		return failed(stderr, "overload", err)
-	}
-	type line struct {
-		Experiment string `json:"experiment"`
-		lab.OverloadPoint
-	}
-	var lines []any
-	for _, p := range rep.Points {
-		lines = append(lines, line{"overload", p})
-	}
-	config := struct {
-		Workers        int     `json:"workers"`
-		ServiceMs      float64 `json:"serviceMs"`
-		DurationMs     float64 `json:"durationMs"`
-		CapacityPerSec float64 `json:"capacityPerSec"`
-		DelayMs        float64 `json:"delayMs"`
-		HedgePriority  bool    `json:"hedgePriority"`
-	}{*workers, float64(*service) / 1e6, float64(*duration) / 1e6, rep.Capacity, rep.DelayMs, *priority}
-	return o.write("overload", stdout, stderr, rep, rep.Environment, config, lines...)
-}
-
-func maxOf(x []float64) float64 {
-	m := x[0]
-	for _, v := range x[1:] {
-		m = max(m, v)
-	}
-	return m
+	return o.run(ctx, "overload", stdout, stderr, cfg.Validate, func(ctx context.Context) (exp.Report, any, []any, error) {
+		rep, err := overload.Run(ctx, cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		type line struct {
+			Experiment string `json:"experiment"`
+			overload.Point
+		}
+		var lines []any
+		for _, p := range rep.Points {
+			lines = append(lines, line{"overload", p})
+		}
+		config := struct {
+			Workers        int     `json:"workers"`
+			ServiceMs      float64 `json:"serviceMs"`
+			DurationMs     float64 `json:"durationMs"`
+			CapacityPerSec float64 `json:"capacityPerSec"`
+			DelayMs        float64 `json:"delayMs"`
+			HedgePriority  bool    `json:"hedgePriority"`
+		}{*workers, float64(*service) / 1e6, float64(*duration) / 1e6, rep.Capacity, rep.DelayMs, *priority}
+		return rep, config, lines, nil
+	})
 }

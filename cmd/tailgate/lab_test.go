@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/internal/lab"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 )
 
 func TestLabUsageAndRejects(t *testing.T) {
@@ -107,7 +107,7 @@ func TestLabOutputsCheckedBeforeRun(t *testing.T) {
 }
 
 func TestJSONLinesCarryEnvironmentAndConfig(t *testing.T) {
-	env := lab.Environment{GoVersion: "go1.26", CPUs: 2, Seed: 7}
+	env := exp.Environment{GoVersion: "go1.26", CPUs: 2, Seed: 7}
 	b, err := withContext(struct {
 		Policy string `json:"policy"`
 	}{"p"}, env, map[string]int{"shards": 60})
@@ -116,7 +116,7 @@ func TestJSONLinesCarryEnvironmentAndConfig(t *testing.T) {
 	}
 	var got struct {
 		Policy      string          `json:"policy"`
-		Environment lab.Environment `json:"environment"`
+		Environment exp.Environment `json:"environment"`
 		Config      map[string]int  `json:"config"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil || got.Policy != "p" || got.Environment.Seed != 7 || got.Environment.GoVersion != "go1.26" || got.Config["shards"] != 60 {

@@ -1,0 +1,104 @@
+package exp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+)
+
+// ErrNotValue is the verdict on an answer that is not HTTP 200 with JSON
+// {"value": "<non-empty string>"}.
+var ErrNotValue = errors.New(`lab: answer is not 200 with JSON {"value": non-empty}`)
+
+// AcceptValue is the lab client's acceptance check: HTTP 200 and a JSON
+// body whose "value" is a non-empty string. Anything else is refused with
+// a reason that names what was wrong, so that a misbehaving endpoint shows
+// in the receipts per attempt instead of counting as a win.
+func AcceptValue(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: status %d", ErrNotValue, resp.StatusCode)
+	}
+	var body []byte
+	if b, ok := resp.Body.(interface{ Bytes() []byte }); ok {
+		body = b.Bytes() // the hedging transport's buffer: leave it unread
+	} else {
+		var err error
+		if body, err = io.ReadAll(resp.Body); err != nil {
+			return fmt.Errorf("%w: reading body: %w", ErrNotValue, err)
+		}
+	}
+	var v struct {
+		Value *string `json:"value"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("%w: body %.40q is not JSON", ErrNotValue, body)
+	}
+	if v.Value == nil || *v.Value == "" {
+		return fmt.Errorf("%w: body %.40q has no non-empty value", ErrNotValue, body)
+	}
+	return nil
+}
+
+// Fetch sends req with client and checks the answer with AcceptValue,
+// reading the body within the lab client's limit.
+func Fetch(client *http.Client, req *http.Request) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, hedge.DefaultClientMaxBodyBytes+1))
+	if err != nil {
+		return err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return AcceptValue(resp)
+}
+
+// Read GETs url with client and checks the answer with AcceptValue. A
+// hedging client's winner has passed AcceptValue already; when nothing won,
+// it hands back the last refused answer, which fails the check here.
+func Read(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	// A hedge made by hedge.Do (the fan-out's per-shard hedging) is marked
+	// as hedge.Transport marks its own, so fixtures count and may
+	// deprioritise it.
+	if a, ok := hedge.AttemptFrom(ctx); ok && a.IsHedge() {
+		req.Header.Set(hedge.HedgeHeader, strconv.Itoa(a.Index))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	err = AcceptValue(resp)
+	io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// receiptWait bounds AwaitReceipts: a read's receipt comes once its losers
+// are accounted for, within the policy's observation window (100ms by
+// default) after the read returned.
+const receiptWait = 2 * time.Second
+
+// AwaitReceipts waits until got reaches want receipts (one per read sent),
+// for receiptWait at most, and returns how many are still missing.
+func AwaitReceipts(ctx context.Context, got *atomic.Int64, want int) int {
+	deadline := time.Now().Add(receiptWait)
+	for got.Load() < int64(want) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return max(want-int(got.Load()), 0)
+}

@@ -1,0 +1,79 @@
+package demo
+
+import (
+	"context"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/overload"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
+)
+
+// Config configures Run.
+type Config struct {
+	// Seed makes the run reproducible. Default 1.
+	Seed uint64
+	// Progress, when non-nil, is told what runs: the stage's name and how
+	// far it is.
+	Progress func(stage string, done, total int)
+	// Short runs every experiment at about a quarter of its size, for a
+	// first look (and for tests): the figures are noisier.
+	Short bool
+}
+
+// Result holds the demo's three experiments.
+type Result struct {
+	Environment exp.Environment   `json:"environment"`
+	Straggler   *straggler.Report `json:"straggler"`
+	Sweep       *sweep.Report     `json:"sweep"`
+	Overload    *overload.Report  `json:"overload"`
+}
+
+// Sections returns the experiments for the HTML page.
+func (d *Result) Sections() []exp.Sectioner {
+	return []exp.Sectioner{d.Straggler, d.Sweep, d.Overload}
+}
+
+// Run runs short versions of the straggler (through the real gateway),
+// sweep and overload experiments on 127.0.0.1: under a minute in all.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	stage := func(name string) func(done, total int) {
+		if cfg.Progress == nil {
+			return nil
+		}
+		return func(done, total int) { cfg.Progress(name, done, total) }
+	}
+	// The demo's own header: it keeps only the environment, which spans
+	// the three runs.
+	h := exp.Start("demo", cfg.Seed)
+	res := &Result{}
+	scale := func(n int) int { return n }
+	duration := 1200 * time.Millisecond
+	if cfg.Short {
+		scale = func(n int) int { return max(n/4, 20) }
+		duration /= 4
+	}
+	var err error
+	if res.Straggler, err = straggler.Run(ctx, straggler.Config{Requests: scale(400), Rate: 100, Seed: cfg.Seed, Progress: stage("straggler")}); err != nil {
+		return nil, err
+	}
+	if res.Sweep, err = sweep.Run(ctx, sweep.Config{
+		Requests: scale(200), Rate: 200, Seed: cfg.Seed, Progress: stage("sweep"),
+		Delays:    []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
+		Quantiles: []float64{0.75, 0.9, 0.95},
+	}); err != nil {
+		return nil, err
+	}
+	if res.Overload, err = overload.Run(ctx, overload.Config{
+		Loads: []float64{0.5, 1, 1.5, 2}, Duration: duration, Seed: cfg.Seed, Progress: stage("overload"),
+	}); err != nil {
+		return nil, err
+	}
+	h.Finish()
+	res.Environment = h.Environment
+	return res, nil
+}

@@ -1,0 +1,79 @@
+package exp
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
+)
+
+// ReportVersion is the version of the experiments' JSON reports. Fields are
+// only added within a version.
+const ReportVersion = 1
+
+// Header opens every experiment's report: which experiment made it, in
+// which version of the format, and where, when and with what seed. Reports
+// embed it, so its fields come first in their JSON.
+type Header struct {
+	Version     int         `json:"version"`
+	Experiment  string      `json:"experiment"`
+	Environment Environment `json:"environment"`
+}
+
+// Start opens the header of a run of experiment with seed, now.
+func Start(experiment string, seed uint64) Header {
+	return Header{Version: ReportVersion, Experiment: experiment, Environment: newEnvironment(seed)}
+}
+
+// Finish records how long the run took.
+func (h *Header) Finish() { h.Environment.DurationMs = load.Ms(time.Since(h.Environment.Started)) }
+
+// Head returns h: a report that embeds a Header has it, which Report asks
+// for.
+func (h *Header) Head() *Header { return h }
+
+// Report is what every experiment's report is: JSON that opens with a
+// Header, and a section of the HTML page.
+type Report interface {
+	Head() *Header
+	Sectioner
+}
+
+// Steps runs a run's n steps in order (the sides, points or policies it
+// compares), telling progress, when it is not nil, how many are done after
+// each. It stops at the first error, and when ctx has ended after a step.
+func Steps(ctx context.Context, n int, progress func(done, total int), step func(i int) error) error {
+	for i := range n {
+		if err := step(i); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(i+1, n)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Environment records where and how a report was made, so a figure can be
+// traced to its machine and its seed.
+type Environment struct {
+	GoVersion  string    `json:"goVersion"`
+	CPUs       int       `json:"cpus"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	Seed       uint64    `json:"seed"`
+	Started    time.Time `json:"started"`
+	DurationMs float64   `json:"durationMs"`
+}
+
+func newEnvironment(seed uint64) Environment {
+	return Environment{
+		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		OS: runtime.GOOS, Arch: runtime.GOARCH, Seed: seed, Started: time.Now().UTC().Truncate(time.Millisecond),
+	}
+}

@@ -1,0 +1,116 @@
+package sweep
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/internal/lab/report"
+)
+
+// Point is one hedging configuration's result.
+type Point struct {
+	Label    string  `json:"label"`
+	DelayMs  float64 `json:"delayMs,omitempty"`
+	Quantile float64 `json:"quantile,omitempty"`
+	load.Summary
+	// ExtraAttemptsPct is the share of attempts beyond one per read, by
+	// the fixtures' counters.
+	ExtraAttemptsPct float64 `json:"extraAttemptsPct"`
+	// WastedPct is work the fixtures completed for attempts nobody waited
+	// for any more, per read.
+	WastedPct float64 `json:"wastedPct"`
+	// Work sets the attempts the client launched, by its receipts
+	// (ClientAttempts), beside what the fixtures started, and their
+	// difference (Unreconciled: attempts cancelled before they reached a
+	// fixture).
+	Work exp.Work `json:"work"`
+	// ReceiptsMissing counts reads sent whose receipt had not arrived when
+	// the point was counted; their attempts are missing from
+	// Work.ClientAttempts. Normally zero.
+	ReceiptsMissing int `json:"receiptsMissing,omitempty"`
+	// Pareto is true when no other point has both a lower p99 and less
+	// extra work.
+	Pareto bool `json:"pareto"`
+}
+
+// Report is the sweep experiment's report.
+type Report struct {
+	exp.Header
+	Model    string  `json:"model"`
+	Requests int     `json:"requests"`
+	Rate     float64 `json:"rate"`
+	Baseline Point   `json:"baseline"`
+	Points   []Point `json:"points"`
+	// Knee names the point past which more duplicate work buys little
+	// p99: on the Pareto frontier, the farthest below the chord from the
+	// baseline to the lowest p99 (in normalised coordinates).
+	Knee string `json:"knee"`
+}
+
+// Section implements Sectioner.
+func (r *Report) Section() report.Section {
+	var fixed, adaptive, frontier report.Series
+	fixed.Name, fixed.NoLine = "fixed delays", true
+	adaptive.Name, adaptive.NoLine = "adaptive percentiles", true
+	frontier.Name, frontier.Dashed = "frontier", true
+	if exp.Drawable(r.Baseline.P99Ms) {
+		frontier.Points = append(frontier.Points, report.Point{X: 0, Y: r.Baseline.P99Ms})
+	}
+	var notes []report.Note
+	failedP99 := 0
+	rows := [][]string{exp.LatencyRow(r.Baseline.Label, r.Baseline.Summary, exp.F2(r.Baseline.ExtraAttemptsPct), exp.F2(r.Baseline.WastedPct), "")}
+	for _, p := range r.Points {
+		pt := report.Point{X: p.ExtraAttemptsPct, Y: p.P99Ms}
+		switch {
+		case !exp.Drawable(pt.Y):
+			if math.IsInf(pt.Y, 1) {
+				failedP99++
+			}
+		case p.Quantile > 0:
+			adaptive.Points = append(adaptive.Points, pt)
+		default:
+			fixed.Points = append(fixed.Points, pt)
+		}
+		if p.Pareto && exp.Drawable(pt.Y) {
+			frontier.Points = append(frontier.Points, pt)
+		}
+		mark := ""
+		if p.Label == r.Knee {
+			mark = "knee"
+			notes = append(notes, report.Note{X: pt.X, Y: pt.Y, Text: "knee: " + p.Label})
+		} else if p.Pareto {
+			mark = "frontier"
+		}
+		rows = append(rows, exp.LatencyRow(p.Label, p.Summary, exp.F2(p.ExtraAttemptsPct), exp.F2(p.WastedPct), mark))
+	}
+	slices.SortFunc(frontier.Points, func(a, b report.Point) int { return cmp.Compare(a.X, b.X) })
+	base := report.Series{Name: "no hedging", NoLine: true}
+	if exp.Drawable(r.Baseline.P99Ms) {
+		base.Points = []report.Point{{X: 0, Y: r.Baseline.P99Ms}}
+	} else if math.IsInf(r.Baseline.P99Ms, 1) {
+		failedP99++
+	}
+	caption := "Down is faster, left is cheaper. The dashed line joins the frontier (no point beats them on both); short fixed delays buy p99 with a lot of duplicate work."
+	if failedP99 > 0 {
+		caption += fmt.Sprintf(" %d of the runs had more than 1%% of reads fail, so no p99 read succeeded: they are not drawn (\"failed\" in the table).", failedP99)
+	}
+	return report.Section{
+		Heading: "sweep: what each hedge delay costs",
+		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. The knee is %s: past it, more duplicate work buys little p99.",
+			r.Requests, r.Rate, r.Model, r.Knee),
+		Plots: []report.Plot{{
+			Title: "The latency/work frontier", XLabel: "extra attempts (% of reads)", YLabel: "p99 latency (ms)",
+			Series: []report.Series{base, fixed, adaptive, frontier}, Notes: notes,
+			Caption: caption,
+		}},
+		Tables: []report.Table{{
+			Title:   "Every point",
+			Columns: exp.LatencyColumns("extra attempts %", "wasted %", ""),
+			Rows:    rows,
+		}},
+	}
+}
