@@ -15,9 +15,9 @@ import (
 	"github.com/tailgate-dev/tailgate/hedge"
 )
 
-// ErrNotValue is the verdict on an answer that is not HTTP 200 with JSON
+// errNotValue is the verdict on an answer that is not HTTP 200 with JSON
 // {"value": "<non-empty string>"}.
-var ErrNotValue = errors.New(`lab: answer is not 200 with JSON {"value": non-empty}`)
+var errNotValue = errors.New(`lab: answer is not 200 with JSON {"value": non-empty}`)
 
 // AcceptValue is the lab client's acceptance check: HTTP 200 and a JSON
 // body whose "value" is a non-empty string. Anything else is refused with
@@ -25,7 +25,7 @@ var ErrNotValue = errors.New(`lab: answer is not 200 with JSON {"value": non-emp
 // in the receipts per attempt instead of counting as a win.
 func AcceptValue(resp *http.Response) error {
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: status %d", ErrNotValue, resp.StatusCode)
+		return fmt.Errorf("%w: status %d", errNotValue, resp.StatusCode)
 	}
 	var body []byte
 	if b, ok := resp.Body.(interface{ Bytes() []byte }); ok {
@@ -33,17 +33,17 @@ func AcceptValue(resp *http.Response) error {
 	} else {
 		var err error
 		if body, err = io.ReadAll(resp.Body); err != nil {
-			return fmt.Errorf("%w: reading body: %w", ErrNotValue, err)
+			return fmt.Errorf("%w: reading body: %w", errNotValue, err)
 		}
 	}
 	var v struct {
 		Value *string `json:"value"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		return fmt.Errorf("%w: body %.40q is not JSON", ErrNotValue, body)
+		return fmt.Errorf("%w: body %.40q is not JSON", errNotValue, body)
 	}
 	if v.Value == nil || *v.Value == "" {
-		return fmt.Errorf("%w: body %.40q has no non-empty value", ErrNotValue, body)
+		return fmt.Errorf("%w: body %.40q has no non-empty value", errNotValue, body)
 	}
 	return nil
 }

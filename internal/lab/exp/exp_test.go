@@ -22,7 +22,7 @@ func TestAcceptValue(t *testing.T) {
 		}
 	}
 	resp := &http.Response{StatusCode: 503, Body: io.NopCloser(strings.NewReader(`{"value":"x"}`))}
-	if err := AcceptValue(resp); !errors.Is(err, ErrNotValue) || !strings.Contains(err.Error(), "503") {
+	if err := AcceptValue(resp); !errors.Is(err, errNotValue) || !strings.Contains(err.Error(), "503") {
 		t.Errorf("503: %v", err)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
 )
 
-// ReportVersion is the version of the experiments' JSON reports. Fields are
+// reportVersion is the version of the experiments' JSON reports. Fields are
 // only added within a version.
-const ReportVersion = 1
+const reportVersion = 1
 
 // Header opens every experiment's report: which experiment made it, in
 // which version of the format, and where, when and with what seed. Reports
@@ -23,11 +23,8 @@ type Header struct {
 
 // Start opens the header of a run of experiment with seed, now.
 func Start(experiment string, seed uint64) Header {
-	return Header{Version: ReportVersion, Experiment: experiment, Environment: newEnvironment(seed)}
+	return Header{Version: reportVersion, Experiment: experiment, Environment: newEnvironment(seed)}
 }
-
-// Finish records how long the run took.
-func (h *Header) Finish() { h.Environment.DurationMs = load.Ms(time.Since(h.Environment.Started)) }
 
 // Head returns h: a report that embeds a Header has it, which Report asks
 // for.
@@ -40,10 +37,11 @@ type Report interface {
 	Sectioner
 }
 
-// Steps runs a run's n steps in order (the sides, points or policies it
+// Run runs a run's n steps in order (the sides, points or policies it
 // compares), telling progress, when it is not nil, how many are done after
-// each. It stops at the first error, and when ctx has ended after a step.
-func Steps(ctx context.Context, n int, progress func(done, total int), step func(i int) error) error {
+// each, and records in the report's header h how long they took. It stops
+// at the first error, and when ctx has ended after a step.
+func Run(ctx context.Context, h *Header, n int, progress func(done, total int), step func(i int) error) error {
 	for i := range n {
 		if err := step(i); err != nil {
 			return err
@@ -55,6 +53,7 @@ func Steps(ctx context.Context, n int, progress func(done, total int), step func
 			return err
 		}
 	}
+	h.Environment.DurationMs = load.Ms(time.Since(h.Environment.Started))
 	return nil
 }
 

@@ -62,8 +62,8 @@ func LatencyCDF(name string, latenciesMs []float64, requests int, dashed bool) r
 	return s
 }
 
-// CDFCaption ends the caption of a latency CDF.
-const CDFCaption = " A curve rises to the share of reads that succeeded: failed reads never arrive, so a curve that stops short of 1 shows them."
+// cdfCaption ends the caption of a latency CDF.
+const cdfCaption = " A curve rises to the share of reads that succeeded: failed reads never arrive, so a curve that stops short of 1 shows them."
 
 // LatencyColumns are the columns of a latency table, then extra ones.
 func LatencyColumns(extra ...string) []string {
@@ -74,4 +74,11 @@ func LatencyColumns(extra ...string) []string {
 // cells.
 func LatencyRow(name string, s load.Summary, extra ...string) []string {
 	return append([]string{name, Cell(s.P50Ms), Cell(s.P90Ms), Cell(s.P99Ms), Cell(s.P999Ms), Cell(s.MaxMs)}, extra...)
+}
+
+// ReadsCDF is the plot of reads' latency CDFs (series of LatencyCDF),
+// captioned with caption and what every such plot says of failed reads.
+func ReadsCDF(caption string, series ...report.Series) report.Plot {
+	return report.Plot{Title: "Latency CDF", XLabel: "latency (ms, log scale)", YLabel: "fraction of reads", LogX: true, YMin: 0, YMax: 1,
+		Series: series, Caption: caption + cdfCaption}
 }

@@ -107,7 +107,7 @@ func TestPacerSendsEarlyByMeasuredLag(t *testing.T) {
 	})
 }
 
-// Generate sends exactly the arrivals poissonArrivals counts: all before
+// Generate sends exactly the arrivals PoissonArrivals counts: all before
 // the window's end, the next one at or after it.
 func TestOverloadArrivalsMatchGenerate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -125,9 +125,9 @@ func (cfg Config) model() fixture.Model {
 
 // The paper's figures for its Bigtable benchmark (The Tail at Scale, p. 79).
 const (
-	PaperP999BeforeMs = 1800
-	PaperP999AfterMs  = 74
-	PaperExtraPct     = 2
+	paperP999BeforeMs = 1800
+	paperP999AfterMs  = 74
+	paperExtraPct     = 2
 )
 
 // Result is one run of the bigtable experiment.
@@ -161,7 +161,7 @@ func newSetup(experiment string, cfg Config, model fixture.Model, operations int
 	return Setup{Header: exp.Start(experiment, cfg.Seed), Servers: cfg.Servers, Keys: cfg.Keys,
 		KeyModel: cfg.KeyModel.String(), Model: model.String(), HedgeAfterMs: load.Ms(cfg.HedgeAfter), BudgetFraction: cfg.BudgetFraction,
 		Operations: operations, Rate: rate,
-		Paper: Paper{P999BeforeMs: PaperP999BeforeMs, P999AfterMs: PaperP999AfterMs, ExtraPct: PaperExtraPct}}
+		Paper: Paper{P999BeforeMs: paperP999BeforeMs, P999AfterMs: paperP999AfterMs, ExtraPct: paperExtraPct}}
 }
 
 // Report is the bigtable experiment's report.
@@ -224,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"hedge after " + cfg.HedgeAfter.String(), hedge.Policy{Delay: cfg.HedgeAfter, Budget: budget, Gate: hedge.Gate{Disabled: true}}},
 	}
 	out := []*Result{&rep.Baseline, &rep.Hedged}
-	err = exp.Steps(ctx, len(runs), cfg.Progress, func(i int) error {
+	err = exp.Run(ctx, &rep.Header, len(runs), cfg.Progress, func(i int) error {
 		r := runs[i]
 		f, err := fanout.New(fanout.Config{Shards: shards, Replicas: 2, Policy: r.policy})
 		if err != nil {
@@ -240,7 +240,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
@@ -273,7 +272,7 @@ func Simulate(ctx context.Context, cfg Config) (*SimReport, error) {
 			BudgetFraction: cfg.BudgetFraction, BudgetBurst: float64(cfg.Servers)},
 	}
 	out := []*fanoutexp.Simulated{&rep.Baseline, &rep.Hedged}
-	err = exp.Steps(ctx, len(runs), cfg.Progress, func(i int) error {
+	err = exp.Run(ctx, &rep.Header, len(runs), cfg.Progress, func(i int) error {
 		r, err := sim.Run(runs[i], lat, sim.Options{Requests: cfg.SimOperations, Seed: cfg.Seed*1_000_003 + uint64(i)})
 		*out[i] = fanoutexp.FromSim(r, false)
 		return err
@@ -281,6 +280,5 @@ func Simulate(ctx context.Context, cfg Config) (*SimReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }

@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Progress != nil {
 		progress = func(done, total int) { cfg.Progress(done*cfg.Samples, total*cfg.Samples) }
 	}
-	err = exp.Steps(ctx, len(sides), progress, func(i int) (err error) {
+	err = exp.Run(ctx, &rep.Header, len(sides), progress, func(i int) (err error) {
 		s := sides[i]
 		*s.out, *s.receipts, rep.latencies[i], *s.work, err = runSide(ctx, cfg, base, fixtures, s.policy, s.endpoints, i*cfg.Samples)
 		return err
@@ -85,7 +85,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if fixtures != nil {
 		rep.FixtureWork = &work
 	}
-	rep.Finish()
 	return rep, nil
 }
 

@@ -19,7 +19,7 @@ type Config struct {
 	// Delay is the hedge delay. Default 10ms; at most a minute.
 	Delay time.Duration
 	// Rate is the offered load per second (open loop). Default 20; at most
-	// MaxRate.
+	// maxRate.
 	Rate float64
 	// Primary and Secondary are the endpoints to compare (full URLs that
 	// answer GET with 200 and JSON {"value": ...}). Each is read at its
@@ -39,7 +39,7 @@ type Config struct {
 // Limits of a compare run.
 const (
 	MaxSamples = 100_000
-	MaxRate    = 10_000
+	maxRate    = 10_000
 )
 
 // Defaults returns the configuration a zero Config runs with.
@@ -61,7 +61,7 @@ func (cfg Config) Validate() error {
 	c := exp.NewChecker("compare")
 	exp.Within(c, "samples", cfg.Samples, 1, MaxSamples)
 	exp.Above(c, "delay-ms", load.Ms(cfg.Delay), 0, load.Ms(time.Minute))
-	exp.Above(c, "rate", cfg.Rate, 0, MaxRate)
+	exp.Above(c, "rate", cfg.Rate, 0, maxRate)
 	c.Check((cfg.Primary == "") == (cfg.Secondary == ""), "", nil, "primary and secondary go together: give both endpoints, or neither (fixtures)")
 	for _, e := range []struct{ field, url string }{{"primary", cfg.Primary}, {"secondary", cfg.Secondary}} {
 		if e.url != "" {

@@ -38,7 +38,7 @@ type Report struct {
 		Baseline []hedge.Receipt `json:"baseline"`
 		Hedged   []hedge.Receipt `json:"hedged"`
 	} `json:"receipts"`
-	latencies [2][]float64
+	latencies [2][]float64 // each side's successful latencies in ms, for plots
 }
 
 // Setup is the configuration as reported.
@@ -58,14 +58,9 @@ type FixtureWork struct {
 	Hedged   exp.Work `json:"hedged"`
 }
 
-// Latencies returns the successful latencies of each side, in ms, for plots.
-func (r *Report) Latencies() (baseline, hedged []float64) {
-	return r.latencies[0], r.latencies[1]
-}
-
 // Section implements Sectioner.
 func (r *Report) Section() report.Section {
-	b, h := r.Latencies()
+	b, h := r.latencies[0], r.latencies[1]
 	work := "External endpoints: their work cannot be seen, only the client's attempts."
 	if r.FixtureWork != nil {
 		work = fmt.Sprintf("The fixtures started %d requests for the baseline and %d for the hedged run; %d of the hedged run's completed after their client had gone (wasted work).",
@@ -75,14 +70,9 @@ func (r *Report) Section() report.Section {
 		Heading: "compare: one slow primary, one fast secondary",
 		Text: fmt.Sprintf("%d reads at %.0f/s from %s alone, then hedged to %s after %.0f ms. %s",
 			r.Config.Samples, r.Config.Rate, r.Config.Primary, r.Config.Secondary, r.Config.DelayMs, work),
-		Plots: []report.Plot{{
-			Title: "Latency CDF", XLabel: "latency (ms, log scale)", YLabel: "fraction of reads", LogX: true, YMin: 0, YMax: 1,
-			Series: []report.Series{
-				exp.LatencyCDF("baseline (primary only)", b, r.Baseline.Requests, true),
-				exp.LatencyCDF("hedged", h, r.Hedged.Requests, false),
-			},
-			Caption: "The further left, the faster; the gap between the curves near the top is the tail hedging removes." + exp.CDFCaption,
-		}},
+		Plots: []report.Plot{exp.ReadsCDF("The further left, the faster; the gap between the curves near the top is the tail hedging removes.",
+			exp.LatencyCDF("baseline (primary only)", b, r.Baseline.Requests, true),
+			exp.LatencyCDF("hedged", h, r.Hedged.Requests, false))},
 		Tables: []report.Table{{
 			Title:   "Latency and attempts",
 			Columns: exp.LatencyColumns("attempts", "refused"),

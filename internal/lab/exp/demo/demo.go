@@ -57,23 +57,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		scale = func(n int) int { return max(n/4, 20) }
 		duration /= 4
 	}
-	var err error
-	if res.Straggler, err = straggler.Run(ctx, straggler.Config{Requests: scale(400), Rate: 100, Seed: cfg.Seed, Progress: stage("straggler")}); err != nil {
+	steps := []func() error{
+		func() (err error) {
+			res.Straggler, err = straggler.Run(ctx, straggler.Config{Requests: scale(400), Rate: 100, Seed: cfg.Seed, Progress: stage("straggler")})
+			return err
+		},
+		func() (err error) {
+			res.Sweep, err = sweep.Run(ctx, sweep.Config{
+				Requests: scale(200), Rate: 200, Seed: cfg.Seed, Progress: stage("sweep"),
+				Delays:    []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
+				Quantiles: []float64{0.75, 0.9, 0.95},
+			})
+			return err
+		},
+		func() (err error) {
+			res.Overload, err = overload.Run(ctx, overload.Config{
+				Loads: []float64{0.5, 1, 1.5, 2}, Duration: duration, Seed: cfg.Seed, Progress: stage("overload"),
+			})
+			return err
+		},
+	}
+	if err := exp.Run(ctx, &h, len(steps), nil, func(i int) error { return steps[i]() }); err != nil {
 		return nil, err
 	}
-	if res.Sweep, err = sweep.Run(ctx, sweep.Config{
-		Requests: scale(200), Rate: 200, Seed: cfg.Seed, Progress: stage("sweep"),
-		Delays:    []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
-		Quantiles: []float64{0.75, 0.9, 0.95},
-	}); err != nil {
-		return nil, err
-	}
-	if res.Overload, err = overload.Run(ctx, overload.Config{
-		Loads: []float64{0.5, 1, 1.5, 2}, Duration: duration, Seed: cfg.Seed, Progress: stage("overload"),
-	}); err != nil {
-		return nil, err
-	}
-	h.Finish()
 	res.Environment = h.Environment
 	return res, nil
 }

@@ -39,7 +39,7 @@ func TestSweepAndOverloadRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ov.Points) != 3 || ov.Capacity != 200 || ov.Points[0].Condition != overload.NoHedging || ov.Points[0].AttemptsPerRequest != 1 {
+	if len(ov.Points) != 3 || ov.Capacity != 200 || ov.Points[0].Condition != "no hedging" || ov.Points[0].AttemptsPerRequest != 1 {
 		t.Errorf("overload %+v", ov.Points)
 	}
 	var buf bytes.Buffer
@@ -53,8 +53,8 @@ func TestOverloadAndSweepSectionsWithFailures(t *testing.T) {
 	bad := load.Summarize(loadtest.Outcomes(50, 10*time.Millisecond, 50, 0), time.Second)
 	good := load.Summarize(loadtest.Outcomes(100, 10*time.Millisecond, 0, 0), time.Second)
 	ov := &overload.Report{Capacity: 100, Points: []overload.Point{
-		{Condition: overload.NoHedging, OfferedRate: 50, Summary: good},
-		{Condition: overload.NoHedging, OfferedRate: 200, Summary: bad},
+		{Condition: "no hedging", OfferedRate: 50, Summary: good},
+		{Condition: "no hedging", OfferedRate: 200, Summary: bad},
 	}}
 	sec := ov.Section()
 	for _, p := range sec.Plots[2].Series[0].Points {

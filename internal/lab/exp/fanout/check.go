@@ -87,17 +87,17 @@ func simulatePolicies(cfg Config, lat sim.Latency, requests int) ([]Simulated, e
 
 // The cross-check's tolerance: a simulated quantile agrees with a loopback
 // run when it lies within the loopback sample's distribution-free
-// confidence interval for that quantile, widened by CrossCheckSlackMs plus
-// CrossCheckSlackFraction of its bounds. The intervals of a run's checks
-// hold together with probability CrossCheckConfidence (each at
-// 1 - (1 - CrossCheckConfidence)/checks, Bonferroni), so an honest run
+// confidence interval for that quantile, widened by crossCheckSlackMs plus
+// crossCheckSlackFraction of its bounds. The intervals of a run's checks
+// hold together with probability crossCheckConfidence (each at
+// 1 - (1 - crossCheckConfidence)/checks, Bonferroni), so an honest run
 // shows a disagreement at most 1% of the time. The slack
 // is for what loopback adds and the simulator does not model: HTTP and
 // scheduling on a shared machine, a few ms per burst of shard requests.
 const (
-	CrossCheckConfidence    = 0.99
-	CrossCheckSlackMs       = 2
-	CrossCheckSlackFraction = 0.10
+	crossCheckConfidence    = 0.99
+	crossCheckSlackMs       = 2
+	crossCheckSlackFraction = 0.10
 )
 
 // CrossCheck compares one quantile of a loopback policy with the
@@ -131,12 +131,12 @@ func crossCheck(policy string, q float64, sorted []float64, simulated, alpha flo
 	lo, hi := quantileRanks(n, q, alpha)
 	c.Agrees = true
 	if lo >= 1 {
-		v := exp.Round2(sorted[lo-1]*(1-CrossCheckSlackFraction) - CrossCheckSlackMs)
+		v := exp.Round2(sorted[lo-1]*(1-crossCheckSlackFraction) - crossCheckSlackMs)
 		c.LowMs = &v
 		c.Agrees = simulated >= v
 	}
 	if hi <= n && !math.IsInf(sorted[hi-1], 1) {
-		v := exp.Round2(sorted[hi-1]*(1+CrossCheckSlackFraction) + CrossCheckSlackMs)
+		v := exp.Round2(sorted[hi-1]*(1+crossCheckSlackFraction) + crossCheckSlackMs)
 		c.HighMs = &v
 		c.Agrees = c.Agrees && simulated <= v
 	}
@@ -196,12 +196,12 @@ type ArithmeticCheck struct {
 	// sample of the model, as is the simulator's own shard distribution
 	// when it uses order statistics) carried through the formula.
 	StdErr float64 `json:"stdErr"`
-	// Agrees is |simulated - predicted| <= ArithmeticSigmas × StdErr.
+	// Agrees is |simulated - predicted| <= arithmeticSigmas × StdErr.
 	Agrees bool `json:"agrees"`
 }
 
-// ArithmeticSigmas is how many standard errors an ArithmeticCheck allows.
-const ArithmeticSigmas = 4
+// arithmeticSigmas is how many standard errors an ArithmeticCheck allows.
+const arithmeticSigmas = 4
 
 // checkArithmetic simulates waiting for all of n shards whose latency has
 // the sorted sample x (ms), with the sample's p99 as the slow threshold.
@@ -226,7 +226,7 @@ func checkArithmetic(lat sim.Latency, x []float64, n, requests int, seed uint64)
 	se := math.Sqrt(pred*(1-pred)/float64(requests) + slope*slope*varP)
 	return ArithmeticCheck{Fanout: n, ShardSlowMs: slow, ShardSlowShare: p, PredictedSlowShare: pred,
 		SimulatedSlowShare: r.SlowShare, StdErr: se,
-		Agrees: math.Abs(r.SlowShare-pred) <= ArithmeticSigmas*se}, nil
+		Agrees: math.Abs(r.SlowShare-pred) <= arithmeticSigmas*se}, nil
 }
 
 // Table1 is the simulated counterpart of Table 1 of The Tail at Scale: the
@@ -248,9 +248,9 @@ type Table1Row struct {
 	P99Ms float64 `json:"p99Ms"`
 }
 
-// PaperTable1 is Table 1 of The Tail at Scale (a large fan-out service,
+// paperTable1 is Table 1 of The Tail at Scale (a large fan-out service,
 // measured at the root), for comparison of shape only.
-var PaperTable1 = []Table1Row{
+var paperTable1 = []Table1Row{
 	{Name: "one random leaf", P50Ms: 1, P95Ms: 5, P99Ms: 10},
 	{Name: "95% of leaves", P50Ms: 12, P95Ms: 32, P99Ms: 70},
 	{Name: "100% of leaves", P50Ms: 40, P95Ms: 87, P99Ms: 140},

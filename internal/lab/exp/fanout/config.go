@@ -30,7 +30,7 @@ type Config struct {
 	Rate float64
 	// SimRequests is the number of simulated requests per policy, for
 	// the cross-check of a loopback run and for Simulate. Default
-	// DefaultSimRequests; at most MaxSimRequests.
+	// defaultSimRequests; at most MaxSimRequests.
 	SimRequests int
 	// Seed makes arrivals, fixtures and the simulation reproducible.
 	// Default 1.
@@ -55,9 +55,9 @@ const (
 	MaxSharedSpread = 3
 )
 
-// DefaultSimRequests is the default number of simulated requests per
+// defaultSimRequests is the default number of simulated requests per
 // policy.
-const DefaultSimRequests = 1_000_000
+const defaultSimRequests = 1_000_000
 
 // modelSample is the number of draws behind a model's quantiles.
 const modelSample = 1_000_000
@@ -67,7 +67,7 @@ const modelSample = 1_000_000
 // follow from the others.
 func Defaults() Config {
 	return Config{Shards: 60, Model: fixture.Lognormal{P50: 8 * time.Millisecond, P99: 90 * time.Millisecond},
-		Requests: 300, Rate: 15, SimRequests: DefaultSimRequests, Seed: 1}
+		Requests: 300, Rate: 15, SimRequests: defaultSimRequests, Seed: 1}
 }
 
 func (cfg Config) withDefaults() Config {
@@ -137,9 +137,9 @@ func (cfg Config) sampled() (Config, []float64) {
 	return cfg, sample
 }
 
-// DefaultArithmeticFanouts are the fan-outs Simulate checks against
+// defaultArithmeticFanouts are the fan-outs Simulate checks against
 // the arithmetic, besides the configured one.
-var DefaultArithmeticFanouts = []int{1, 10, 100, 1000, 2000}
+var defaultArithmeticFanouts = []int{1, 10, 100, 1000, 2000}
 
 // DefaultTable1Fanout is the fan-out of Simulate's Table 1, and
 // DefaultSharedSpread the spread of its shared per-request factor.
@@ -151,7 +151,7 @@ const (
 // SimOptions are the parts of a simulated fanout run that a loopback
 // run does not have. Zero fields take the defaults.
 type SimOptions struct {
-	// ArithmeticFanouts to check; default DefaultArithmeticFanouts plus
+	// ArithmeticFanouts to check; default defaultArithmeticFanouts plus
 	// the configured fan-out.
 	ArithmeticFanouts []int
 	// Table1Fanout is the fan-out of the Table 1 rows; default
@@ -165,7 +165,7 @@ type SimOptions struct {
 
 func (o SimOptions) withDefaults() SimOptions {
 	if o.ArithmeticFanouts == nil {
-		o.ArithmeticFanouts = DefaultArithmeticFanouts
+		o.ArithmeticFanouts = defaultArithmeticFanouts
 	}
 	o.ArithmeticFanouts = slices.Clone(o.ArithmeticFanouts)
 	if o.Table1Fanout == 0 {

@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	client := &http.Client{Transport: base, Timeout: 10 * time.Second}
 	// A step per policy, then one for the simulation and the cross-check.
 	specs := cfg.specs()
-	err = exp.Steps(ctx, len(specs)+1, cfg.Progress, func(i int) error {
+	err = exp.Run(ctx, &rep.Header, len(specs)+1, cfg.Progress, func(i int) error {
 		if i == len(specs) {
 			return rep.crossCheck(cfg, lat)
 		}
@@ -133,7 +133,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
@@ -144,8 +143,8 @@ func (rep *Report) crossCheck(cfg Config, lat sim.Latency) (err error) {
 		return err
 	}
 	// Bonferroni: each of the checks at 1 - alpha/checks, so that an
-	// honest run passes all of them with probability CrossCheckConfidence.
-	alpha := (1 - CrossCheckConfidence) / float64(3*len(rep.Policies))
+	// honest run passes all of them with probability crossCheckConfidence.
+	alpha := (1 - crossCheckConfidence) / float64(3*len(rep.Policies))
 	for i, p := range rep.Policies {
 		sorted := p.sortedWithFailures()
 		s := rep.Simulated[i]

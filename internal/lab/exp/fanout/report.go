@@ -42,7 +42,7 @@ func (r *Report) Section() report.Section {
 func (r *Report) crossCheckTable() report.Table {
 	t := report.Table{
 		Title: fmt.Sprintf("Cross-check with %d simulated requests per policy: agreement means the simulated quantile lies within the loopback sample's distribution-free confidence interval (%.0f%% for all %d checks together), widened by %d ms + %.0f%%",
-			r.simRequests(), 100*CrossCheckConfidence, len(r.CrossCheck), CrossCheckSlackMs, 100*CrossCheckSlackFraction),
+			r.simRequests(), 100*crossCheckConfidence, len(r.CrossCheck), crossCheckSlackMs, 100*crossCheckSlackFraction),
 		Columns: []string{"policy", "quantile", "loopback ms", "simulated ms", "agreement from ms", "to ms", "agrees"},
 	}
 	bound := func(v *float64) string {

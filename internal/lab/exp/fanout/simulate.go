@@ -41,7 +41,7 @@ func Simulate(ctx context.Context, cfg Config, opts SimOptions) (*SimReport, err
 		fanouts = append(fanouts, cfg.Shards)
 	}
 	slices.Sort(fanouts)
-	rep := &SimReport{Setup: newSetup("fanout-simulated", cfg, sample, cfg.SimRequests, 0), PaperTable1: PaperTable1}
+	rep := &SimReport{Setup: newSetup("fanout-simulated", cfg, sample, cfg.SimRequests, 0), PaperTable1: paperTable1}
 	parts := []func() error{
 		func() (err error) {
 			rep.Policies, err = simulatePolicies(cfg, lat, cfg.SimRequests)
@@ -72,10 +72,9 @@ func Simulate(ctx context.Context, cfg Config, opts SimOptions) (*SimReport, err
 			return nil
 		},
 	}
-	if err := exp.Steps(ctx, len(parts), cfg.Progress, func(i int) error { return parts[i]() }); err != nil {
+	if err := exp.Run(ctx, &rep.Header, len(parts), cfg.Progress, func(i int) error { return parts[i]() }); err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
@@ -104,7 +103,7 @@ func (r *SimReport) Section() report.Section {
 	tables := []report.Table{
 		{Title: "Simulated policies", Columns: exp.LatencyColumns("extra attempts %", "partial share"), Rows: rows},
 		{Title: fmt.Sprintf("Requests that wait on a shard slower than its p99 (%.1f ms)", r.PerShard.P99Ms),
-			Columns: []string{"fan-out", "predicted", "simulated", "std. error", fmt.Sprintf("within %d SE", ArithmeticSigmas)}, Rows: arith},
+			Columns: []string{"fan-out", "predicted", "simulated", "std. error", fmt.Sprintf("within %d SE", arithmeticSigmas)}, Rows: arith},
 	}
 	for _, t := range r.Table1 {
 		title := fmt.Sprintf("Table 1 at fan-out %d, independent leaves", t.Fanout)

@@ -17,7 +17,7 @@ type Config struct {
 	// workers, a fixture serves 100 requests/s, the pair 200.
 	Service time.Duration
 	// Loads are offered loads as multiples of the pair's capacity, each in
-	// (0, MaxLoad], at most MaxRate reads/s. Default (nil) 0.5, 0.8, 1.0,
+	// (0, MaxLoad], at most maxRate reads/s. Default (nil) 0.5, 0.8, 1.0,
 	// 1.2, 1.5, 2.0.
 	Loads []float64
 	// Duration of each load, at most a minute. Default 3s. Each load offers the arrivals of
@@ -47,8 +47,8 @@ type Config struct {
 const (
 	MaxWorkers = 64
 	MaxLoad    = 5
-	// MaxRate bounds the reads per second of the highest load.
-	MaxRate = 5000
+	// maxRate bounds the reads per second of the highest load.
+	maxRate = 5000
 )
 
 // Defaults returns the configuration a zero Config runs with.
@@ -91,7 +91,7 @@ func (cfg Config) Validate() error {
 		top = max(top, l)
 	}
 	if rps := top * cfg.capacity(); c.Err() == nil {
-		c.Check(rps <= MaxRate, "", nil, "the highest load would offer %.0f reads/s: keep it within %d (fewer workers, longer service)", rps, MaxRate)
+		c.Check(rps <= maxRate, "", nil, "the highest load would offer %.0f reads/s: keep it within %d (fewer workers, longer service)", rps, maxRate)
 	}
 	return c.Err()
 }

@@ -47,20 +47,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	byCond := map[Condition][]*fixture.Fixture{NoHedging: fifo, HedgingBounded: fifo, HedgingUnbounded: fifo}
-	conds := []Condition{NoHedging, HedgingBounded, HedgingUnbounded}
+	byCond := map[condition][]*fixture.Fixture{noHedging: fifo, hedgingBounded: fifo, hedgingUnbounded: fifo}
+	conds := []condition{noHedging, hedgingBounded, hedgingUnbounded}
 	if cfg.HedgePriority {
-		if byCond[HedgingUnboundedLow], err = pair(true); err != nil {
+		if byCond[hedgingUnboundedLow], err = pair(true); err != nil {
 			return nil, err
 		}
-		conds = append(conds, HedgingUnboundedLow)
+		conds = append(conds, hedgingUnboundedLow)
 	}
 	base := hedge.NewBaseTransport()
 	defer base.CloseIdleConnections()
 	// Each condition has one client for the whole run, as a service has:
 	// the gate meets each load with what it learned at the loads before,
 	// and only the first load finds it cold.
-	clients := map[Condition]*overloadClient{}
+	clients := map[condition]*overloadClient{}
 	for _, c := range conds {
 		fixtures := byCond[c]
 		if clients[c], err = newOverloadClient(cfg, c, base, []string{fixtures[0].URL(), fixtures[1].URL()}); err != nil {
@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// Step k is condition k%len(conds) at load k/len(conds): the
 	// conditions at one load meet the same arrivals.
-	err = exp.Steps(ctx, len(conds)*len(cfg.Loads), cfg.Progress, func(k int) error {
+	err = exp.Run(ctx, &rep.Header, len(conds)*len(cfg.Loads), cfg.Progress, func(k int) error {
 		c, share := conds[k%len(conds)], cfg.Loads[k/len(conds)]
 		pt, err := runPoint(ctx, cfg, c, share*capacity, load.PointSeed(cfg.Seed, k/len(conds)), clients[c], byCond[c])
 		if err != nil {
@@ -82,7 +82,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
@@ -94,12 +93,12 @@ type overloadClient struct {
 	launched, receipts, suppressed atomic.Int64
 }
 
-func newOverloadClient(cfg Config, c Condition, base http.RoundTripper, targets []string) (*overloadClient, error) {
+func newOverloadClient(cfg Config, c condition, base http.RoundTripper, targets []string) (*overloadClient, error) {
 	p := hedge.Policy{Delay: cfg.Delay, Timeout: cfg.Timeout}
 	switch c {
-	case NoHedging:
+	case noHedging:
 		p.MaxAttempts = 1
-	case HedgingUnbounded, HedgingUnboundedLow:
+	case hedgingUnbounded, hedgingUnboundedLow:
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}
@@ -117,13 +116,13 @@ func newOverloadClient(cfg Config, c Condition, base http.RoundTripper, targets 
 	if err != nil {
 		return nil, err
 	}
-	if c == HedgingBounded {
+	if c == hedgingBounded {
 		oc.hedger = oc.client.Transport.(*hedge.Transport).Hedger()
 	}
 	return oc, nil
 }
 
-func runPoint(ctx context.Context, cfg Config, c Condition, rate float64, seed uint64, oc *overloadClient, fixtures []*fixture.Fixture) (Point, error) {
+func runPoint(ctx context.Context, cfg Config, c condition, rate float64, seed uint64, oc *overloadClient, fixtures []*fixture.Fixture) (Point, error) {
 	oc.launched.Store(0)
 	oc.receipts.Store(0)
 	oc.suppressed.Store(0)

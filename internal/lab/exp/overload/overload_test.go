@@ -16,7 +16,7 @@ func TestOverloadWithHedgePriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ov.Points) != 4 || ov.Points[3].Condition != HedgingUnboundedLow {
+	if len(ov.Points) != 4 || ov.Points[3].Condition != hedgingUnboundedLow {
 		t.Fatalf("points %+v", ov.Points)
 	}
 	low, fifo := ov.Points[3], ov.Points[2]

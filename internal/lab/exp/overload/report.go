@@ -10,22 +10,22 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/lab/report"
 )
 
-// Condition names how hedging is configured for a run.
-type Condition string
+// condition names how hedging is configured for a run.
+type condition string
 
 // The conditions compared.
 const (
-	NoHedging        Condition = "no hedging"
-	HedgingBounded   Condition = "hedging, budget and gate on"
-	HedgingUnbounded Condition = "hedging, budget and gate off"
-	// HedgingUnboundedLow is HedgingUnbounded against fixtures that queue
+	noHedging        condition = "no hedging"
+	hedgingBounded   condition = "hedging, budget and gate on"
+	hedgingUnbounded condition = "hedging, budget and gate off"
+	// hedgingUnboundedLow is hedgingUnbounded against fixtures that queue
 	// hedges behind primaries (Config.HedgePriority).
-	HedgingUnboundedLow Condition = "hedging, budget and gate off, hedges queued last"
+	hedgingUnboundedLow condition = "hedging, budget and gate off, hedges queued last"
 )
 
 // Point is one condition at one offered load.
 type Point struct {
-	Condition Condition `json:"condition"`
+	Condition condition `json:"condition"`
 	// OfferedRate is the nominal offered rate, per second: the rate the
 	// arrivals were drawn at (NominalPerSec, kept under its old name).
 	// What was offered is OfferedPerSec.
@@ -70,15 +70,15 @@ type Report struct {
 
 // Section implements Sectioner.
 func (r *Report) Section() report.Section {
-	by := map[Condition]*[3]report.Series{}
-	var order []Condition
+	by := map[condition]*[3]report.Series{}
+	var order []condition
 	failedP99 := 0
 	for _, p := range r.Points {
 		s, ok := by[p.Condition]
 		if !ok {
 			s = &[3]report.Series{}
 			for i := range s {
-				s[i].Name, s[i].Marker, s[i].Dashed = string(p.Condition), true, p.Condition == NoHedging
+				s[i].Name, s[i].Marker, s[i].Dashed = string(p.Condition), true, p.Condition == noHedging
 			}
 			by[p.Condition] = s
 			order = append(order, p.Condition)

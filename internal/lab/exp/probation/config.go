@@ -118,7 +118,7 @@ func (cfg Config) Validate() error {
 
 // setup validates cfg and returns the setup a run of it has, with the
 // gateway's defaults as it applies them.
-func (cfg Config) setup() (Setup, error) {
+func (cfg Config) setup() (runSetup, error) {
 	c := exp.NewChecker("probation")
 	exp.Within(c, "duration", cfg.Duration, MinDuration, MaxDuration)
 	exp.Above(c, "rate", cfg.Rate, 0, MaxRate)
@@ -137,15 +137,15 @@ func (cfg Config) setup() (Setup, error) {
 	exp.Within(c, "shadow-rate", pr.ShadowRate, 0, MaxShadowRate)
 	c.Check(cfg.Model != nil, "model", "none", "must be given")
 	if c.Err() != nil {
-		return Setup{}, c.Err()
+		return runSetup{}, c.Err()
 	}
 	c.Fail(fixture.ValidateModel(cfg.Model))
 	degraded := fixture.Phase{From: cfg.DegradeFrom, To: cfg.DegradeTo, Factor: cfg.Factor, Base: cfg.Model}
 	c.Fail(fixture.ValidateModel(degraded))
 	if c.Err() != nil {
-		return Setup{}, c.Err()
+		return runSetup{}, c.Err()
 	}
-	s := Setup{
+	s := runSetup{
 		DurationMs: load.Ms(cfg.Duration), Rate: cfg.Rate, Replicas: cfg.Replicas, Model: cfg.Model.String(),
 		DegradedModel: degraded.String(), DegradeFromMs: load.Ms(cfg.DegradeFrom), DegradeToMs: load.Ms(cfg.DegradeTo), Factor: cfg.Factor,
 		Seed: cfg.Seed, ArrivalSeed: load.PointSeed(cfg.Seed, 0), PickSeed: cfg.Gateway.Replica.Seed, DegradedIndex: cfg.Replicas - 1,
@@ -161,7 +161,7 @@ func (cfg Config) setup() (Setup, error) {
 	s.Reads = load.PoissonArrivals(load.Config{Rate: cfg.Rate, Seed: s.ArrivalSeed}, cfg.Duration)
 	if s.Reads < 1 {
 		c.Check(false, "", nil, "no read arrives within %v at %v reads/s with seed %d", cfg.Duration, cfg.Rate, cfg.Seed)
-		return Setup{}, c.Err()
+		return runSetup{}, c.Err()
 	}
 	// The gateway applies its own defaults and checks the rest: ask it,
 	// with placeholder backends it never contacts.
@@ -171,7 +171,7 @@ func (cfg Config) setup() (Setup, error) {
 	}
 	g, err := gateway.New(gcfg)
 	if err != nil {
-		return Setup{}, err
+		return runSetup{}, err
 	}
 	defer g.Close()
 	p := g.Hedger().Policy()
@@ -182,7 +182,7 @@ func (cfg Config) setup() (Setup, error) {
 		s.TimeoutMs = load.Ms(gcfg.Timeout)
 	}
 	pr = g.Replicas().Config().Probation
-	s.Probation = Settings{Factor: pr.Factor, ExitFactor: pr.ExitFactor, WindowMs: load.Ms(pr.Window), MinSamples: pr.MinSamples,
+	s.Probation = settings{Factor: pr.Factor, ExitFactor: pr.ExitFactor, WindowMs: load.Ms(pr.Window), MinSamples: pr.MinSamples,
 		MaxShare: pr.MaxShare, MaxOnProbation: pr.MaxOnProbation(cfg.Replicas), ShadowRate: pr.ShadowRate}
 	return s, nil
 }
@@ -195,7 +195,7 @@ func replicaLetter(i int) string {
 }
 
 // gatewayConfig is the gateway configuration of a run.
-func gatewayConfig(cfg Config, s Setup, backends []string, on bool) gateway.Config {
+func gatewayConfig(cfg Config, s runSetup, backends []string, on bool) gateway.Config {
 	g := cfg.Gateway
 	g.Backends = backends
 	g.DisableProbation = !on

@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Header: exp.Start("probation", cfg.Seed), Config: setup}
 	seconds := int((cfg.Duration + time.Second - 1) / time.Second)
-	err = exp.Steps(ctx, 2, nil, func(i int) error {
+	err = exp.Run(ctx, &rep.Header, 2, nil, func(i int) error {
 		var progress func(int)
 		if cfg.Progress != nil {
 			progress = func(s int) { cfg.Progress(i*seconds+min(s, seconds), 2*seconds) }
@@ -64,7 +64,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
@@ -119,10 +118,10 @@ func (l *arrivalLog) all() []arrival {
 const pollInterval = 100 * time.Millisecond
 
 // runOne runs one condition on fresh fixtures and a fresh gateway.
-func runOne(ctx context.Context, cfg Config, setup Setup, on bool, progress func(int)) (run Result, err error) {
-	run = Result{Condition: WithoutProbation, Probation: on}
+func runOne(ctx context.Context, cfg Config, setup runSetup, on bool, progress func(int)) (run Result, err error) {
+	run = Result{Condition: withoutProbation, Probation: on}
 	if on {
-		run.Condition = WithProbation
+		run.Condition = withProbation
 	}
 	log := &arrivalLog{}
 	var fixtures []*fixture.Fixture
@@ -258,7 +257,7 @@ func offsets(events []arrival, start time.Time) []arrivalAt {
 // the replicas' final states.
 func (run *Result) finish(tl timeline, arrivals []arrivalAt, states []replica.State) {
 	var received int64
-	run.Received = make([]ReplicaWork, len(tl.names))
+	run.Received = make([]replicaWork, len(tl.names))
 	var before, beforeAll, duringAll, hedgesDuring int
 	for i, n := range tl.names {
 		run.Received[i].Name = n

@@ -30,7 +30,7 @@ func TestProbationConfigDefaults(t *testing.T) {
 		t.Errorf("degraded model %s", s.DegradedModel)
 	}
 	// The probation settings are the gateway's, defaults filled in.
-	want := Settings{Factor: 3, ExitFactor: 2, WindowMs: 5000, MinSamples: 5, MaxShare: 0.1, MaxOnProbation: 1, ShadowRate: 1}
+	want := settings{Factor: 3, ExitFactor: 2, WindowMs: 5000, MinSamples: 5, MaxShare: 0.1, MaxOnProbation: 1, ShadowRate: 1}
 	if s.Probation != want || s.HedgeDelay != "adaptive p95" || s.MaxAttempts != 2 || s.TimeoutMs != 10000 {
 		t.Errorf("gateway settings: %+v, %s, %d, %v", s.Probation, s.HedgeDelay, s.MaxAttempts, s.TimeoutMs)
 	}
@@ -161,7 +161,7 @@ func TestProbationTimeline(t *testing.T) {
 		{1500, 2, kindPrimary}, {2100, 2, kindShadow}, {2500, 0, kindPrimary}, {3900, 2, kindShadow},
 		{4200, 2, kindShadow}, // after the run: counted in its last second
 	}
-	tr := []Transition{
+	tr := []transition{
 		{AtMs: 1200, From: replica.Serving, To: replica.Diverging, index: 2},
 		{AtMs: 1800, From: replica.Diverging, To: replica.OnProbation, index: 2},
 		{AtMs: 2600, From: replica.OnProbation, To: replica.Recovering, index: 2},
@@ -253,7 +253,7 @@ func TestRunProbationShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != 2 || rep.Runs[0].Condition != WithoutProbation || rep.Runs[1].Condition != WithProbation || rep.Runs[0].Probation || !rep.Runs[1].Probation {
+	if len(rep.Runs) != 2 || rep.Runs[0].Condition != withoutProbation || rep.Runs[1].Condition != withProbation || rep.Runs[0].Probation || !rep.Runs[1].Probation {
 		t.Fatalf("runs %+v", rep.Runs)
 	}
 	if calls == 0 || last != total || total != 4 {
@@ -337,13 +337,13 @@ func TestProbationSection(t *testing.T) {
 		}
 		return s
 	}
-	rep := &Report{Config: Setup{Replicas: 3, DegradedReplica: "replica-c", DegradedIndex: 2, DurationMs: 6000, Factor: 10, Model: "const:1ms",
-		DegradeFromMs: 1000, DegradeToMs: 3000, Probation: Settings{Factor: 3, ExitFactor: 2, WindowMs: 5000, ShadowRate: 1}}}
-	off := Result{Condition: WithoutProbation, Summary: load.Summarize(nil, 0), Seconds: secs(false), DegradedFromMs: 1000, DegradedToMs: 3000,
-		Received: []ReplicaWork{{Name: "replica-a"}, {Name: "replica-b"}, {Name: "replica-c"}}}
+	rep := &Report{Config: runSetup{Replicas: 3, DegradedReplica: "replica-c", DegradedIndex: 2, DurationMs: 6000, Factor: 10, Model: "const:1ms",
+		DegradeFromMs: 1000, DegradeToMs: 3000, Probation: settings{Factor: 3, ExitFactor: 2, WindowMs: 5000, ShadowRate: 1}}}
+	off := Result{Condition: withoutProbation, Summary: load.Summarize(nil, 0), Seconds: secs(false), DegradedFromMs: 1000, DegradedToMs: 3000,
+		Received: []replicaWork{{Name: "replica-a"}, {Name: "replica-b"}, {Name: "replica-c"}}}
 	on := off
-	on.Condition, on.Probation, on.Seconds = WithProbation, true, secs(true)
-	on.Transitions = []Transition{{AtMs: 2000, Replica: "replica-c", From: replica.Serving, To: replica.OnProbation, Reason: "slow <b>"},
+	on.Condition, on.Probation, on.Seconds = withProbation, true, secs(true)
+	on.Transitions = []transition{{AtMs: 2000, Replica: "replica-c", From: replica.Serving, To: replica.OnProbation, Reason: "slow <b>"},
 		{AtMs: 4500, Replica: "replica-c", From: replica.OnProbation, To: replica.Serving}}
 	on.EnteredAtMs, on.TimeToEnterMs, on.ExitedAtMs, on.TimeToExitMs = p99(2000), p99(1000), p99(4500), p99(1500)
 	rep.Runs = []Result{off, on}
@@ -355,7 +355,7 @@ func TestProbationSection(t *testing.T) {
 	for _, s := range sec.Plots[0].Series {
 		names[s.Name] = len(s.Points)
 	}
-	if names[WithoutProbation] != 5 || names[WithProbation] != 5 || names["replica-c degraded"] != 2 || names["replica-c on probation"] != 2 {
+	if names[withoutProbation] != 5 || names[withProbation] != 5 || names["replica-c degraded"] != 2 || names["replica-c on probation"] != 2 {
 		t.Errorf("timeline series %v", names)
 	}
 	for _, s := range sec.Plots[0].Series {
@@ -389,4 +389,4 @@ func TestProbationSection(t *testing.T) {
 
 // check fills in cfg's defaults, validates it and returns the setup a run
 // of it would have.
-func (cfg Config) check() (Setup, error) { return cfg.withDefaults().setup() }
+func (cfg Config) check() (runSetup, error) { return cfg.withDefaults().setup() }

@@ -14,13 +14,13 @@ import (
 
 // The two runs of the probation experiment.
 const (
-	WithProbation    = "probation"
-	WithoutProbation = "no probation"
+	withProbation    = "probation"
+	withoutProbation = "no probation"
 )
 
-// Setup is the probation experiment's configuration with its
+// runSetup is the probation experiment's configuration with its
 // defaults filled in, as the gateway applies them.
-type Setup struct {
+type runSetup struct {
 	DurationMs float64 `json:"durationMs"`
 	Rate       float64 `json:"rate"`
 	// Reads is how many reads each run offers: the Poisson arrivals of
@@ -42,7 +42,7 @@ type Setup struct {
 	TimeoutMs   float64 `json:"timeoutMs"`
 	// Probation is the probation of the run with it, as the replica set
 	// applies it.
-	Probation     Settings `json:"probation"`
+	Probation     settings `json:"probation"`
 	Seed          uint64   `json:"seed"`
 	ArrivalSeed   uint64   `json:"arrivalSeed"`
 	FixtureSeeds  []uint64 `json:"fixtureSeeds"`
@@ -51,8 +51,8 @@ type Setup struct {
 	DegradedIndex int      `json:"degradedIndex"`
 }
 
-// Settings are the probation settings in effect.
-type Settings struct {
+// settings are the probation settings in effect.
+type settings struct {
 	Factor         float64 `json:"factor"`
 	ExitFactor     float64 `json:"exitFactor"`
 	WindowMs       float64 `json:"windowMs"`
@@ -62,11 +62,11 @@ type Settings struct {
 	ShadowRate     float64 `json:"shadowRate"`
 }
 
-// Transition is a replica's move from one probation status to
+// transition is a replica's move from one probation status to
 // another, in time since the run started. The times of moves on and off
 // probation and of the start of a divergence are the replica set's own
 // (its status's since); the others are when a poll (every 100ms) saw them.
-type Transition struct {
+type transition struct {
 	AtMs    float64                 `json:"atMs"`
 	Replica string                  `json:"replica"`
 	From    replica.ProbationStatus `json:"from"`
@@ -75,9 +75,9 @@ type Transition struct {
 	index   int
 }
 
-// ReplicaSecond is what one replica received in one second, by
+// replicaSecond is what one replica received in one second, by
 // its own count of arrivals, and its probation status.
-type ReplicaSecond struct {
+type replicaSecond struct {
 	Name string `json:"name"`
 	// Primaries are attempts without a mark, Hedges attempts marked as
 	// hedges (hedges and retries), Shadows shadow requests.
@@ -113,12 +113,12 @@ type Second struct {
 	// received: primaries and hedges, and shadows.
 	DegradedAttempts int             `json:"degradedAttempts"`
 	DegradedShadows  int             `json:"degradedShadows"`
-	Replicas         []ReplicaSecond `json:"replicas"`
+	Replicas         []replicaSecond `json:"replicas"`
 	p99              float64
 }
 
-// ReplicaWork is what one replica received in a run.
-type ReplicaWork struct {
+// replicaWork is what one replica received in a run.
+type replicaWork struct {
 	Name      string `json:"name"`
 	Primaries int    `json:"primaries"`
 	Hedges    int    `json:"hedges"`
@@ -178,13 +178,13 @@ type Result struct {
 	OnProbationMs float64 `json:"onProbationMs"`
 	OtherEntries  uint64  `json:"otherEntries"`
 	// Received is what each replica received, by its own count.
-	Received []ReplicaWork `json:"received"`
+	Received []replicaWork `json:"received"`
 	// Unreconciled is the gateway's attempts less what the replicas
 	// received (attempts cancelled before they were sent never arrive),
 	// UnreconciledShadows the same for shadows.
 	Unreconciled        int64        `json:"unreconciled"`
 	UnreconciledShadows int64        `json:"unreconciledShadows"`
-	Transitions         []Transition `json:"transitions"`
+	Transitions         []transition `json:"transitions"`
 	// Seconds is the timeline, one entry per second of the run.
 	Seconds []Second `json:"seconds,omitempty"`
 }
@@ -192,7 +192,7 @@ type Result struct {
 // Report is the probation experiment's report.
 type Report struct {
 	exp.Header
-	Config Setup `json:"config"`
+	Config runSetup `json:"config"`
 	// Runs are the run without probation, then the one with it.
 	Runs []Result `json:"runs"`
 }

@@ -16,7 +16,7 @@ type timeline struct {
 	degraded    int
 	from, to    float64 // the degradation, ms since the run started
 	probation   bool
-	transitions []Transition
+	transitions []transition
 	end         float64 // ms; default: the end of the last second
 }
 
@@ -89,7 +89,7 @@ func (tl timeline) build(outs []load.Outcome, arrivals []arrivalAt) []Second {
 			sec.P99Ms = ptr(sum.P99Ms)
 		}
 		sec.Degraded = tl.from < hi && tl.to > lo
-		sec.Replicas = make([]ReplicaSecond, len(tl.names))
+		sec.Replicas = make([]replicaSecond, len(tl.names))
 		for i, n := range tl.names {
 			r := &sec.Replicas[i]
 			r.Name = n
@@ -133,7 +133,7 @@ type poller struct {
 	start       time.Time
 	last        []replica.ProbationStatus
 	lastAt      []float64
-	transitions []Transition
+	transitions []transition
 }
 
 func newPoller(set *replica.Set, names []string, start time.Time) *poller {
@@ -174,7 +174,7 @@ func (p *poller) observe(states []replica.State, now time.Time) {
 		if i < len(p.names) {
 			name = p.names[i]
 		}
-		p.transitions = append(p.transitions, Transition{AtMs: at, Replica: name, From: from, To: to,
+		p.transitions = append(p.transitions, transition{AtMs: at, Replica: name, From: from, To: to,
 			Reason: s.Probation.Reason, index: i})
 		p.last[i], p.lastAt[i] = to, at
 	}

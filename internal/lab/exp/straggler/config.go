@@ -15,7 +15,7 @@ type Config struct {
 	// Requests per side. Default 500; at most MaxRequests.
 	Requests int
 	// Rate is the offered load per second (open loop). Default 100; at
-	// most MaxRate.
+	// most maxRate.
 	Rate float64
 	// Model is each replica's latency. Default: 5% of request IDs (every
 	// 20th) take 80ms on whichever replica gets them as a primary and 2ms
@@ -33,11 +33,11 @@ type Config struct {
 // Limits of a straggler run.
 const (
 	MaxRequests = 100_000
-	MaxRate     = 10_000
+	maxRate     = 10_000
 )
 
 // Defaults returns the configuration a zero Config runs with, but for the
-// model, DefaultModel of the requests.
+// model, defaultModel of the requests.
 func Defaults() Config { return Config{Requests: 500, Rate: 100, Seed: 1} }
 
 func (cfg Config) withDefaults() Config {
@@ -46,7 +46,7 @@ func (cfg Config) withDefaults() Config {
 	exp.Default(&cfg.Rate, d.Rate)
 	exp.Default(&cfg.Seed, d.Seed)
 	if cfg.Model == nil {
-		cfg.Model = DefaultModel(cfg.Requests)
+		cfg.Model = defaultModel(cfg.Requests)
 	}
 	return cfg
 }
@@ -57,7 +57,7 @@ func (cfg Config) withDefaults() Config {
 func (cfg Config) Validate() error {
 	c := exp.NewChecker("straggler")
 	exp.Within(c, "requests", cfg.Requests, 1, MaxRequests)
-	exp.Above(c, "rate", cfg.Rate, 0, MaxRate)
+	exp.Above(c, "rate", cfg.Rate, 0, maxRate)
 	c.Check(cfg.Model != nil, "model", "none", "must be given")
 	if cfg.Model != nil {
 		c.Fail(fixture.ValidateModel(cfg.Model))
@@ -65,9 +65,9 @@ func (cfg Config) Validate() error {
 	return c.Err()
 }
 
-// DefaultModel is the straggler experiment's default: every 20th
+// defaultModel is the straggler experiment's default: every 20th
 // request straggles (80ms) on its primary, and is fast (2ms) as a hedge.
-func DefaultModel(requests int) fixture.Model {
+func defaultModel(requests int) fixture.Model {
 	m, _ := IDs(requests, 0.05, 2*time.Millisecond, 80*time.Millisecond)
 	return m
 }

@@ -29,30 +29,20 @@ type Report struct {
 	Hedged     Side    `json:"hedged"`
 	// P99Ratio is the baseline's p99 over the hedged p99; 0 when either
 	// p99 read failed (an infinite p99 has no ratio).
-	P99Ratio  float64 `json:"p99Ratio"`
-	latencies [2][]float64
-}
-
-// Latencies returns each side's successful latencies in ms, for plots.
-func (r *Report) Latencies() (baseline, hedged []float64) {
-	return r.latencies[0], r.latencies[1]
+	P99Ratio  float64      `json:"p99Ratio"`
+	latencies [2][]float64 // each side's successful latencies in ms, for plots
 }
 
 // Section implements Sectioner.
 func (r *Report) Section() report.Section {
-	b, h := r.Latencies()
+	b, h := r.latencies[0], r.latencies[1]
 	return report.Section{
 		Heading: "straggler: a few slow primaries, through the gateway",
 		Text: fmt.Sprintf("%d reads at %.0f/s against two replicas (%s), directly with alternating primaries, then through the gateway (hedge delay %s). Attempts and wasted work are the replicas' own counts.",
 			r.Requests, r.Rate, r.Model, r.HedgeDelay),
-		Plots: []report.Plot{{
-			Title: "Latency CDF", XLabel: "latency (ms, log scale)", YLabel: "fraction of reads", LogX: true, YMin: 0, YMax: 1,
-			Series: []report.Series{
-				exp.LatencyCDF("direct", b, r.Baseline.Requests, true),
-				exp.LatencyCDF("through the gateway", h, r.Hedged.Requests, false),
-			},
-			Caption: "The direct curve stalls near the top where the stragglers are; through the gateway, hedges pull that tail in." + exp.CDFCaption,
-		}},
+		Plots: []report.Plot{exp.ReadsCDF("The direct curve stalls near the top where the stragglers are; through the gateway, hedges pull that tail in.",
+			exp.LatencyCDF("direct", b, r.Baseline.Requests, true),
+			exp.LatencyCDF("through the gateway", h, r.Hedged.Requests, false))},
 		Tables: []report.Table{{
 			Title:   "Latency and work",
 			Columns: exp.LatencyColumns("backend attempts / read", "wasted / read"),

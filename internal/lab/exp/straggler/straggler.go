@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			func() int64 { p, h := exp.GatewayAttempts(g); return p + h }},
 	}
 	out := []*Side{&rep.Baseline, &rep.Hedged}
-	err = exp.Steps(ctx, len(sides), cfg.Progress, func(i int) (err error) {
+	err = exp.Run(ctx, &rep.Header, len(sides), cfg.Progress, func(i int) (err error) {
 		*out[i], rep.latencies[i], err = runSide(ctx, sides[i].name, offer, fixtures, sides[i].url, client, sides[i].attempts)
 		return err
 	})
@@ -64,7 +64,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if b, h := rep.Baseline.P99Ms, rep.Hedged.P99Ms; h > 0 && exp.Drawable(b) && exp.Drawable(h) {
 		rep.P99Ratio = rep.Baseline.P99Ms / rep.Hedged.P99Ms
 	}
-	rep.Finish()
 	return rep, nil
 }
 

@@ -27,7 +27,7 @@ func TestStragglerReconciles(t *testing.T) {
 	if b.Succeeded != 120 || h.Succeeded != 120 || b.BackendAttemptsPerRequest != 1 || h.BackendAttemptsPerRequest <= 1 {
 		t.Errorf("sides %+v %+v", b, h)
 	}
-	bl, hl := rep.Latencies()
+	bl, hl := rep.latencies[0], rep.latencies[1]
 	if len(bl) != 120 || len(hl) != 120 {
 		t.Errorf("latencies %d %d", len(bl), len(hl))
 	}

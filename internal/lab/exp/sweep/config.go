@@ -13,7 +13,7 @@ type Config struct {
 	// Requests per point. Default 400; at most MaxRequests.
 	Requests int
 	// Rate is the offered load per second (open loop). Default 200; at most
-	// MaxRate.
+	// maxRate.
 	Rate float64
 	// Model is each replica's latency. Default lognormal, p50 4ms, p99 60ms.
 	Model fixture.Model
@@ -33,7 +33,7 @@ type Config struct {
 // Limits of a sweep.
 const (
 	MaxRequests = 100_000
-	MaxRate     = 10_000
+	maxRate     = 10_000
 )
 
 // Defaults returns the configuration a zero Config runs with.
@@ -69,7 +69,7 @@ func (cfg Config) withDefaults() Config {
 func (cfg Config) Validate() error {
 	c := exp.NewChecker("sweep")
 	exp.Within(c, "requests", cfg.Requests, 1, MaxRequests)
-	exp.Above(c, "rate", cfg.Rate, 0, MaxRate)
+	exp.Above(c, "rate", cfg.Rate, 0, maxRate)
 	for _, d := range cfg.Delays {
 		exp.Above(c, "delays", d, 0, time.Minute)
 	}

@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		configs = append(configs, config{label: "adaptive p" + strconv.FormatFloat(100*q, 'g', -1, 64),
 			p: open(hedge.Policy{Adaptive: hedge.Adaptive{Quantile: q, MinSamples: 20}}), q: q})
 	}
-	err = exp.Steps(ctx, len(configs), cfg.Progress, func(n int) error {
+	err = exp.Run(ctx, &rep.Header, len(configs), cfg.Progress, func(n int) error {
 		c := configs[n]
 		pt, err := runPoint(ctx, cfg, n, base, targets, fixtures, c.p)
 		if err != nil {
@@ -69,7 +69,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Knee = markFrontier(rep.Baseline, rep.Points)
-	rep.Finish()
 	return rep, nil
 }
 

@@ -28,7 +28,7 @@ type tiedBackground struct {
 	skipped   int
 	succeeded atomic.Int64
 	once      sync.Once
-	result    Background
+	result    bgWork
 }
 
 func startTiedBackground(ctx context.Context, urls []string, rate float64, seed uint64) *tiedBackground {
@@ -83,13 +83,13 @@ func startTiedBackground(ctx context.Context, urls []string, rate float64, seed 
 
 // stop ends the arrivals, waits for the requests in flight, and returns
 // what the background did. It may be called more than once.
-func (b *tiedBackground) stop() Background {
+func (b *tiedBackground) stop() bgWork {
 	b.once.Do(func() {
 		b.cancel()
 		<-b.done
 		b.wg.Wait()
 		b.base.CloseIdleConnections()
-		b.result = Background{Sent: b.sent, Succeeded: int(b.succeeded.Load()), Skipped: b.skipped}
+		b.result = bgWork{Sent: b.sent, Succeeded: int(b.succeeded.Load()), Skipped: b.skipped}
 	})
 	return b.result
 }

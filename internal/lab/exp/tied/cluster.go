@@ -139,8 +139,8 @@ func (cl *tiedCluster) close() error {
 
 // account fills in w and bg's server-side counts, and checks that every
 // request was counted once, by each of the counters that saw it.
-func (cl *tiedCluster) account(w *Work, bg *Background) {
-	var reads, bgs CopyFates
+func (cl *tiedCluster) account(w *serverWork, bg *bgWork) {
+	var reads, bgs copyFates
 	var ts tied.Stats
 	for i, f := range cl.fronts {
 		reads.add(f.read.load())
@@ -174,7 +174,7 @@ func (cl *tiedCluster) account(w *Work, bg *Background) {
 			w.ExtraExecutions += n - 1
 		}
 	}
-	var all CopyFates
+	var all copyFates
 	all.add(reads)
 	all.add(bgs)
 	check := func(what string, got, want int64) {
@@ -213,8 +213,8 @@ type fateCounters struct {
 	arrived, executed, droppedByTwin, droppedOnArrival, refused, abandoned, other atomic.Int64
 }
 
-func (c *fateCounters) load() CopyFates {
-	return CopyFates{Arrived: c.arrived.Load(), Executed: c.executed.Load(), DroppedByTwin: c.droppedByTwin.Load(),
+func (c *fateCounters) load() copyFates {
+	return copyFates{Arrived: c.arrived.Load(), Executed: c.executed.Load(), DroppedByTwin: c.droppedByTwin.Load(),
 		DroppedOnArrival: c.droppedOnArrival.Load(), Refused: c.refused.Load(), Abandoned: c.abandoned.Load(), Other: c.other.Load()}
 }
 

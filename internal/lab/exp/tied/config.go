@@ -132,9 +132,9 @@ const (
 	MaxRate       = 1000
 	// MaxRunTime bounds a run's reads: Reads / Rate.
 	MaxRunTime = time.Minute
-	// MaxRequestRate bounds the requests the servers receive per
+	// maxRequestRate bounds the requests the servers receive per
 	// second: two copies per read and the background's.
-	MaxRequestRate = 2000
+	maxRequestRate = 2000
 )
 
 // tiedSample is the number of draws behind a model's mean and p95.
@@ -152,7 +152,7 @@ func (cfg Config) Validate() error {
 
 // setup validates cfg and returns it with the read model's p95 as its
 // HedgeDelay if it had none, and the setup a run of it has.
-func (cfg Config) setup() (Config, Setup, error) {
+func (cfg Config) setup() (Config, runSetup, error) {
 	c := exp.NewChecker("tied")
 	exp.Within(c, "servers", cfg.Servers, 2, MaxServers)
 	exp.Within(c, "workers", cfg.Workers, 1, MaxWorkers)
@@ -181,7 +181,7 @@ func (cfg Config) setup() (Config, Setup, error) {
 		}
 	}
 	if err := c.Err(); err != nil {
-		return cfg, Setup{}, err
+		return cfg, runSetup{}, err
 	}
 	bad := func(field string, value any, problem string, args ...any) error {
 		c.Check(false, field, value, problem, args...)
@@ -191,13 +191,13 @@ func (cfg Config) setup() (Config, Setup, error) {
 	bg := fixture.Quantiles(cfg.BackgroundModel, tiedSample, cfg.Seed+1)
 	readMean, bgMean := mean(read), mean(bg)
 	if !(readMean > 0) || !(bgMean > 0) {
-		return cfg, Setup{}, bad("", nil, "the read and background models must take time (means %.3f ms and %.3f ms)", readMean, bgMean)
+		return cfg, runSetup{}, bad("", nil, "the read and background models must take time (means %.3f ms and %.3f ms)", readMean, bgMean)
 	}
 	if cfg.HedgeDelay == 0 {
 		cfg.HedgeDelay = time.Duration(load.Rank(read, 0.95) * float64(time.Millisecond))
 	}
 	workers := float64(cfg.Servers * cfg.Workers)
-	s := Setup{
+	s := runSetup{
 		Servers: cfg.Servers, Workers: cfg.Workers, QueueLimit: cfg.QueueLimit,
 		ReadModel: cfg.ReadModel.String(), BackgroundModel: cfg.BackgroundModel.String(),
 		Reads: cfg.Reads, Rate: cfg.Rate,
@@ -213,8 +213,8 @@ func (cfg Config) setup() (Config, Setup, error) {
 	c.Check(s.ReadShare+s.BackgroundShare < 1, "", nil, "reads (%.0f%% of the workers' time) and background (%.0f%%) would load the servers past capacity: lower the rate or the background share",
 		100*s.ReadShare, 100*s.BackgroundShare)
 	r := 2*cfg.Rate + s.BackgroundRate
-	c.Check(r <= MaxRequestRate, "", nil, "%.0f reads/s (two copies each) and %.0f background requests/s make %.0f requests/s: keep it within %d (lower the rate, the background share or the workers, or lengthen the background model)",
-		cfg.Rate, s.BackgroundRate, r, MaxRequestRate)
+	c.Check(r <= maxRequestRate, "", nil, "%.0f reads/s (two copies each) and %.0f background requests/s make %.0f requests/s: keep it within %d (lower the rate, the background share or the workers, or lengthen the background model)",
+		cfg.Rate, s.BackgroundRate, r, maxRequestRate)
 	return cfg, s, c.Err()
 }
 

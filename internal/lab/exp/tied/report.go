@@ -13,18 +13,17 @@ import (
 
 // The clusters and policies of the tied experiment.
 const (
-	ClusterIdle   = "idle"
-	ClusterLoaded = "loaded"
+	clusterIdle   = "idle"
+	clusterLoaded = "loaded"
 
-	PolicyNone    = "no hedging"
-	PolicyHedging = "hedging"
-	PolicyTied    = "tied requests"
+	policyNone    = "no hedging"
+	policyHedging = "hedging"
+	policyTied    = "tied requests"
 )
 
-// exp.ErrConfig wraps every configuration error of the tied experiment.
-// Setup is the tied experiment's configuration with its defaults
+// runSetup is the tied experiment's configuration with its defaults
 // filled in and what follows from it.
-type Setup struct {
+type runSetup struct {
 	Servers         int     `json:"servers"`
 	Workers         int     `json:"workersPerServer"`
 	QueueLimit      int     `json:"queueLimit"`
@@ -58,44 +57,44 @@ type Setup struct {
 	BackgroundSeed uint64 `json:"backgroundSeed"`
 }
 
-// PaperRow is a row of Table 2 of The Tail at Scale, in ms.
-type PaperRow struct {
+// paperRow is a row of Table 2 of The Tail at Scale, in ms.
+type paperRow struct {
 	P50Ms  float64 `json:"p50Ms"`
 	P90Ms  float64 `json:"p90Ms"`
 	P99Ms  float64 `json:"p99Ms"`
 	P999Ms float64 `json:"p999Ms"`
 }
 
-// Paper is Table 2 of The Tail at Scale (a Bigtable read benchmark on
+// paperTable is Table 2 of The Tail at Scale (a Bigtable read benchmark on
 // a mostly idle cluster and on one running a large sort job, reads without
 // hedging and tied after 1 ms), for comparison only: a loopback run's
 // figures are its own.
-type Paper struct {
-	IdleNoHedging   PaperRow `json:"idleNoHedging"`
-	IdleTied        PaperRow `json:"idleTied"`
-	LoadedNoHedging PaperRow `json:"loadedNoHedging"`
-	LoadedTied      PaperRow `json:"loadedTied"`
+type paperTable struct {
+	IdleNoHedging   paperRow `json:"idleNoHedging"`
+	IdleTied        paperRow `json:"idleTied"`
+	LoadedNoHedging paperRow `json:"loadedNoHedging"`
+	LoadedTied      paperRow `json:"loadedTied"`
 }
 
-// PaperTable2 holds the paper's figures.
-var PaperTable2 = Paper{
-	IdleNoHedging:   PaperRow{19, 38, 67, 98},
-	IdleTied:        PaperRow{16, 29, 42, 61},
-	LoadedNoHedging: PaperRow{24, 56, 108, 159},
-	LoadedTied:      PaperRow{19, 38, 67, 108},
+// paperTable2 holds the paper's figures.
+var paperTable2 = paperTable{
+	IdleNoHedging:   paperRow{19, 38, 67, 98},
+	IdleTied:        paperRow{16, 29, 42, 61},
+	LoadedNoHedging: paperRow{24, 56, 108, 159},
+	LoadedTied:      paperRow{19, 38, 67, 108},
 }
 
 // row returns the paper's row for a cluster and policy, nil if it has none.
-func (p Paper) row(cluster, policy string) *PaperRow {
-	var r PaperRow
+func (p paperTable) row(cluster, policy string) *paperRow {
+	var r paperRow
 	switch {
-	case cluster == ClusterIdle && policy == PolicyNone:
+	case cluster == clusterIdle && policy == policyNone:
 		r = p.IdleNoHedging
-	case cluster == ClusterIdle && policy == PolicyTied:
+	case cluster == clusterIdle && policy == policyTied:
 		r = p.IdleTied
-	case cluster == ClusterLoaded && policy == PolicyNone:
+	case cluster == clusterLoaded && policy == policyNone:
 		r = p.LoadedNoHedging
-	case cluster == ClusterLoaded && policy == PolicyTied:
+	case cluster == clusterLoaded && policy == policyTied:
 		r = p.LoadedTied
 	default:
 		return nil
@@ -103,10 +102,10 @@ func (p Paper) row(cluster, policy string) *PaperRow {
 	return &r
 }
 
-// CopyFates counts requests that reached the servers by what became of
+// copyFates counts requests that reached the servers by what became of
 // them there. Each is counted exactly once, by the layer in front of the
 // server's tied.Server, so Arrived is the sum of the others.
-type CopyFates struct {
+type copyFates struct {
 	Arrived int64 `json:"arrived"`
 	// Executed: given a worker and run (work).
 	Executed int64 `json:"executed"`
@@ -123,11 +122,11 @@ type CopyFates struct {
 	Other int64 `json:"other,omitempty"`
 }
 
-func (c CopyFates) sum() int64 {
+func (c copyFates) sum() int64 {
 	return c.Executed + c.DroppedByTwin + c.DroppedOnArrival + c.Refused + c.Abandoned + c.Other
 }
 
-func (c *CopyFates) add(d CopyFates) {
+func (c *copyFates) add(d copyFates) {
 	c.Arrived += d.Arrived
 	c.Executed += d.Executed
 	c.DroppedByTwin += d.DroppedByTwin
@@ -137,8 +136,8 @@ func (c *CopyFates) add(d CopyFates) {
 	c.Other += d.Other
 }
 
-// Work is what one run cost the servers, by their own counts.
-type Work struct {
+// serverWork is what one run cost the servers, by their own counts.
+type serverWork struct {
 	// Reads counts the reads sent (the offered reads less any the load
 	// generator could not send).
 	Reads int `json:"reads"`
@@ -148,7 +147,7 @@ type Work struct {
 	ClientCopies    int64 `json:"clientCopies"`
 	ReceiptsMissing int   `json:"receiptsMissing,omitempty"`
 	// Copies are the reads' copies as the servers saw them.
-	Copies CopyFates `json:"copies"`
+	Copies copyFates `json:"copies"`
 	// ExtraExecutions counts executions beyond the first of each read:
 	// the server work the policy added. ReadsRunTwice counts the reads
 	// executed more than once, ReadsNotRun those never executed.
@@ -171,20 +170,20 @@ type Work struct {
 	Mismatches []string `json:"mismatches,omitempty"`
 }
 
-// Background is what the background load did during a run.
-type Background struct {
+// bgWork is what the background load did during a run.
+type bgWork struct {
 	// Sent counts background requests sent, Succeeded those answered 200,
 	// Skipped those not sent because too many were outstanding.
 	Sent      int `json:"sent"`
 	Succeeded int `json:"succeeded"`
 	Skipped   int `json:"skipped,omitempty"`
 	// Copies are the background's requests as the servers saw them.
-	Copies CopyFates `json:"copies"`
+	Copies copyFates `json:"copies"`
 }
 
-// Change is a run's percentiles relative to no hedging in the same
+// percentChange is a run's percentiles relative to no hedging in the same
 // cluster, in % (negative is faster), as the paper's Table 2 gives them.
-type Change struct {
+type percentChange struct {
 	P50Pct  float64 `json:"p50Pct"`
 	P90Pct  float64 `json:"p90Pct"`
 	P99Pct  float64 `json:"p99Pct"`
@@ -201,26 +200,22 @@ type Result struct {
 	ExtraWorkPct float64 `json:"extraWorkPct"`
 	// VsNoHedging compares the percentiles with the same cluster's run
 	// without hedging (absent on that run, or when a percentile failed).
-	VsNoHedging *Change     `json:"vsNoHedging,omitempty"`
-	Work        Work        `json:"work"`
-	Background  *Background `json:"background,omitempty"`
+	VsNoHedging *percentChange `json:"vsNoHedging,omitempty"`
+	Work        serverWork     `json:"work"`
+	Background  *bgWork        `json:"background,omitempty"`
 	// Paper is the paper's row for this cluster and policy, when it has
 	// one, for comparison only.
-	Paper     *PaperRow `json:"paper,omitempty"`
+	Paper     *paperRow `json:"paper,omitempty"`
 	latencies []float64
 }
 
 // Report is the tied experiment's report.
 type Report struct {
 	exp.Header
-	Config Setup    `json:"config"`
-	Paper  Paper    `json:"paper"`
-	Runs   []Result `json:"runs"`
+	Config runSetup   `json:"config"`
+	Paper  paperTable `json:"paper"`
+	Runs   []Result   `json:"runs"`
 }
-
-// Latencies returns a run's successful latencies in ms (nil for a report
-// read back from JSON).
-func (r Result) Latencies() []float64 { return r.latencies }
 
 // Section implements Sectioner.
 func (r *Report) Section() report.Section {
@@ -233,21 +228,20 @@ func (r *Report) Section() report.Section {
 		}
 	}
 	var plots []report.Plot
-	for _, c := range []string{ClusterIdle, ClusterLoaded} {
-		p := report.Plot{Title: "Read latency CDF, " + c + " cluster", XLabel: "latency (ms, log scale)", YLabel: "fraction of reads",
-			LogX: true, YMin: 0, YMax: 1}
+	for _, c := range []string{clusterIdle, clusterLoaded} {
+		caption := "Reads alone on the servers: the further left, the faster; the tail is where the curves meet 1."
+		if c == clusterLoaded {
+			caption = fmt.Sprintf("A background load of longer requests takes %.0f%% of the workers' time and hogs the queues. Both plots share an axis.", 100*r.Config.BackgroundShare)
+		}
+		p := exp.ReadsCDF(caption)
+		p.Title = "Read latency CDF, " + c + " cluster"
 		if hi > lo {
 			p.XMin, p.XMax = lo, hi
 		}
 		for _, run := range r.Runs {
 			if run.Cluster == c {
-				p.Series = append(p.Series, exp.LatencyCDF(run.Policy, run.latencies, run.Requests, run.Policy == PolicyNone))
+				p.Series = append(p.Series, exp.LatencyCDF(run.Policy, run.latencies, run.Requests, run.Policy == policyNone))
 			}
-		}
-		if c == ClusterIdle {
-			p.Caption = "Reads alone on the servers: the further left, the faster; the tail is where the curves meet 1." + exp.CDFCaption
-		} else {
-			p.Caption = fmt.Sprintf("A background load of longer requests takes %.0f%% of the workers' time and hogs the queues. Both plots share an axis.", 100*r.Config.BackgroundShare) + exp.CDFCaption
 		}
 		plots = append(plots, p)
 	}
@@ -273,7 +267,7 @@ func (r *Report) Section() report.Section {
 			strconv.Itoa(run.Failed + run.Dropped), recon})
 	}
 	p := r.Paper
-	paperRow := func(cluster, policy string, x, base PaperRow) []string {
+	paperRow := func(cluster, policy string, x, base paperRow) []string {
 		vs := ""
 		if x != base {
 			vs = chg(math.Round(1000*(x.P50Ms-base.P50Ms)/base.P50Ms)/10) + " / " + chg(math.Round(1000*(x.P90Ms-base.P90Ms)/base.P90Ms)/10) + " / " +
@@ -303,9 +297,9 @@ func (r *Report) Section() report.Section {
 			Title:   "The paper's Table 2, for comparison only (ms)",
 			Columns: []string{"cluster", "policy", "p50", "p90", "p99", "p99.9", "vs no hedging (p50 / p90 / p99 / p99.9)"},
 			Rows: [][]string{
-				paperRow("mostly idle", PolicyNone, p.IdleNoHedging, p.IdleNoHedging),
+				paperRow("mostly idle", policyNone, p.IdleNoHedging, p.IdleNoHedging),
 				paperRow("mostly idle", "tied request after 1 ms", p.IdleTied, p.IdleNoHedging),
-				paperRow("with concurrent terasort", PolicyNone, p.LoadedNoHedging, p.LoadedNoHedging),
+				paperRow("with concurrent terasort", policyNone, p.LoadedNoHedging, p.LoadedNoHedging),
 				paperRow("with concurrent terasort", "tied request after 1 ms", p.LoadedTied, p.LoadedNoHedging),
 			},
 		}},

@@ -30,12 +30,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Header: exp.Start("tied", cfg.Seed), Config: setup, Paper: PaperTable2}
-	clusters := []string{ClusterIdle, ClusterLoaded}
-	policies := []string{PolicyNone, PolicyHedging, PolicyTied}
+	rep := &Report{Header: exp.Start("tied", cfg.Seed), Config: setup, Paper: paperTable2}
+	clusters := []string{clusterIdle, clusterLoaded}
+	policies := []string{policyNone, policyHedging, policyTied}
 	// Step k is policy k%3 in cluster k/3; each cluster's first run, without
 	// hedging, is the others' baseline.
-	err = exp.Steps(ctx, len(clusters)*len(policies), cfg.Progress, func(k int) error {
+	err = exp.Run(ctx, &rep.Header, len(clusters)*len(policies), cfg.Progress, func(k int) error {
 		c, p := clusters[k/len(policies)], policies[k%len(policies)]
 		run, err := runOne(ctx, cfg, setup, c, p)
 		if err != nil {
@@ -51,20 +51,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Finish()
 	return rep, nil
 }
 
 // change compares s with the baseline b, nil if a percentile of either is
 // not finite.
-func change(b, s load.Summary) *Change {
+func change(b, s load.Summary) *percentChange {
 	pct := func(x, y float64) (float64, bool) {
 		if !exp.Drawable(x) || !exp.Drawable(y) || x <= 0 {
 			return 0, false
 		}
 		return math.Round(1000*(y-x)/x) / 10, true
 	}
-	var c Change
+	var c percentChange
 	var ok [4]bool
 	c.P50Pct, ok[0] = pct(b.P50Ms, s.P50Ms)
 	c.P90Pct, ok[1] = pct(b.P90Ms, s.P90Ms)
@@ -77,7 +76,7 @@ func change(b, s load.Summary) *Change {
 }
 
 // runOne runs one cluster under one policy on a fresh cluster.
-func runOne(ctx context.Context, cfg Config, setup Setup, cluster, policy string) (run Result, err error) {
+func runOne(ctx context.Context, cfg Config, setup runSetup, cluster, policy string) (run Result, err error) {
 	cl, err := startCluster(cfg, nil)
 	if err != nil {
 		return Result{}, err
@@ -97,12 +96,12 @@ func runOne(ctx context.Context, cfg Config, setup Setup, cluster, policy string
 	}
 	var rt http.RoundTripper
 	switch policy {
-	case PolicyTied:
+	case policyTied:
 		rt, err = tied.NewTransport(tied.TransportConfig{Base: base, Targets: cl.urls, Delay: cfg.TiedDelay,
 			Accept: exp.AcceptValue, OnReceipt: onReceipt})
 	default:
 		p := hedge.Policy{MaxAttempts: 1}
-		if policy == PolicyHedging {
+		if policy == policyHedging {
 			budget, berr := hedge.NewBudget(cfg.HedgeBudget, 10)
 			if berr != nil {
 				return Result{}, berr
@@ -122,7 +121,7 @@ func runOne(ctx context.Context, cfg Config, setup Setup, cluster, policy string
 	client := &http.Client{Transport: rt}
 
 	var bg *tiedBackground
-	if cluster == ClusterLoaded {
+	if cluster == clusterLoaded {
 		bg = startTiedBackground(ctx, cl.urls, setup.BackgroundRate, setup.BackgroundSeed)
 		defer bg.stop() // on early returns; idempotent
 		if cfg.Warmup > 0 {
@@ -146,7 +145,7 @@ func runOne(ctx context.Context, cfg Config, setup Setup, cluster, policy string
 		return exp.Read(ctx, client, "http://tied.invalid/item?id="+strconv.Itoa(i))
 	})
 	elapsed := time.Since(start)
-	var bgDone Background
+	var bgDone bgWork
 	if bg != nil {
 		bgDone = bg.stop()
 	}

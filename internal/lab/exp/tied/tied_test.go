@@ -182,22 +182,22 @@ func TestTiedClusterAccountsEveryCopyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.shutdown()
-	w := Work{Reads: 4}
-	var b Background
+	w := serverWork{Reads: 4}
+	var b bgWork
 	cl.account(&w, &b)
-	wantCopies := CopyFates{Arrived: 9, Executed: 5, DroppedByTwin: 1, DroppedOnArrival: 1, Refused: 1, Abandoned: 1}
+	wantCopies := copyFates{Arrived: 9, Executed: 5, DroppedByTwin: 1, DroppedOnArrival: 1, Refused: 1, Abandoned: 1}
 	if w.Copies != wantCopies || !w.Reconciled {
 		t.Errorf("copies %+v, want %+v; mismatches %v", w.Copies, wantCopies, w.Mismatches)
 	}
 	if w.ExtraExecutions != 1 || w.ReadsRunTwice != 1 || w.ReadsNotRun != 0 || w.BothExecuted != 2 || w.CancelsSent != 4 || w.CancelsFailed != 0 {
 		t.Errorf("work %+v: want 1 extra execution (tie 2), both executed counted by both servers, 4 cancels sent", w)
 	}
-	if b.Copies != (CopyFates{Arrived: 1, Executed: 1}) {
+	if b.Copies != (copyFates{Arrived: 1, Executed: 1}) {
 		t.Errorf("background %+v", b.Copies)
 	}
 	// A miscount shows as a mismatch.
 	cl.fronts[0].read.executed.Add(1)
-	w = Work{Reads: 4}
+	w = serverWork{Reads: 4}
 	if cl.account(&w, &b); w.Reconciled || len(w.Mismatches) == 0 {
 		t.Errorf("an extra execution went unnoticed: %+v", w)
 	}
@@ -225,12 +225,12 @@ func TestRunTiedTiny(t *testing.T) {
 		t.Fatalf("%d runs, progress %v", len(rep.Runs), progress)
 	}
 	if rep.Experiment != "tied" || rep.Config.Seed != 7 || rep.Config.ReadSeed == 0 || rep.Environment.Seed != 7 ||
-		rep.Environment.GoVersion != runtime.Version() || rep.Environment.DurationMs <= 0 || rep.Paper != PaperTable2 {
+		rep.Environment.GoVersion != runtime.Version() || rep.Environment.DurationMs <= 0 || rep.Paper != paperTable2 {
 		t.Errorf("report head: %+v %+v %+v", rep.Config, rep.Environment, rep.Paper)
 	}
 	i := 0
-	for _, c := range []string{ClusterIdle, ClusterLoaded} {
-		for _, p := range []string{PolicyNone, PolicyHedging, PolicyTied} {
+	for _, c := range []string{clusterIdle, clusterLoaded} {
+		for _, p := range []string{policyNone, policyHedging, policyTied} {
 			r := rep.Runs[i]
 			i++
 			w := r.Work
@@ -251,30 +251,30 @@ func TestRunTiedTiny(t *testing.T) {
 				t.Errorf("%s/%s: extra work %v%% for %d extra executions", c, p, r.ExtraWorkPct, w.ExtraExecutions)
 			}
 			switch p {
-			case PolicyNone:
+			case policyNone:
 				if w.ExtraExecutions != 0 || w.Copies.Arrived > int64(w.Reads) || r.VsNoHedging != nil || w.ReceiptsMissing == 0 && w.ClientCopies != int64(w.Reads) {
 					t.Errorf("%s/%s: one copy per read expected: %+v", c, p, w)
 				}
-			case PolicyHedging:
+			case policyHedging:
 				if w.Copies.DroppedByTwin+w.Copies.DroppedOnArrival != 0 || w.CancelsSent != 0 {
 					t.Errorf("%s/%s: hedges are not tied: %+v", c, p, w)
 				}
-			case PolicyTied:
+			case policyTied:
 				// Nearly every read sends its second copy; each copy that
 				// ran sent a cancel.
 				if w.Copies.Arrived <= int64(w.Reads) || w.CancelsSent+w.CancelsFailed != uint64(w.Copies.Executed) {
 					t.Errorf("%s/%s: %+v", c, p, w)
 				}
 			}
-			if (r.Paper != nil) != (p != PolicyHedging) || r.Paper != nil && *r.Paper != *PaperTable2.row(c, p) {
+			if (r.Paper != nil) != (p != policyHedging) || r.Paper != nil && *r.Paper != *paperTable2.row(c, p) {
 				t.Errorf("%s/%s: paper row %+v", c, p, r.Paper)
 			}
 			if bgOK := r.Background != nil && r.Background.Sent > 0 && r.Background.Copies.Arrived == int64(r.Background.Sent) &&
-				r.Background.Copies.Arrived == r.Background.Copies.sum(); bgOK != (c == ClusterLoaded) {
+				r.Background.Copies.Arrived == r.Background.Copies.sum(); bgOK != (c == clusterLoaded) {
 				t.Errorf("%s/%s: background %+v", c, p, r.Background)
 			}
-			if len(r.Latencies()) != r.Succeeded {
-				t.Errorf("%s/%s: %d latencies for %d successes", c, p, len(r.Latencies()), r.Succeeded)
+			if len(r.latencies) != r.Succeeded {
+				t.Errorf("%s/%s: %d latencies for %d successes", c, p, len(r.latencies), r.Succeeded)
 			}
 		}
 	}
@@ -312,7 +312,7 @@ func TestRunTiedTiny(t *testing.T) {
 	}
 	html := page.String()
 	for _, s := range []string{"Table 2", "idle cluster", "loaded cluster", "for comparison only", "this machine", "<svg",
-		PolicyNone, PolicyHedging, PolicyTied, "extra work %", "98.0", "108.0", strconv.Itoa(cfg.Reads) + " reads"} {
+		policyNone, policyHedging, policyTied, "extra work %", "98.0", "108.0", strconv.Itoa(cfg.Reads) + " reads"} {
 		if !strings.Contains(html, s) {
 			t.Errorf("HTML lacks %q", s)
 		}
@@ -356,7 +356,7 @@ func TestTiedClusterPeersMatchTransport(t *testing.T) {
 
 // check fills in cfg's defaults, validates it and returns the setup a run
 // of it would have.
-func (cfg Config) check() (Setup, error) {
+func (cfg Config) check() (runSetup, error) {
 	_, s, err := cfg.withDefaults().setup()
 	return s, err
 }
