@@ -1,12 +1,6 @@
 package main
 
 import (
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/overload"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/compare"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +15,12 @@ import (
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/compare"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/overload"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
+	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
 )
 
 const labSynopsis = `Runs a lab experiment on 127.0.0.1 and reports it: JSON Lines on stdout,

@@ -77,4 +77,3 @@ are reported for comparison only; the loopback figures are this machine's.`, std
 		return rep, rep.Config, lines, nil
 	})
 }
-
