@@ -128,11 +128,7 @@ func (o *outputs) run(ctx context.Context, name string, stdout, stderr io.Writer
 // the experiment refuses is named as its flag.
 func configError(stderr io.Writer, name string, err error) int {
 	if fe, ok := errors.AsType[*exp.FieldError](err); ok {
-		if fe.Field == "" {
-			err = errors.New(fe.Problem)
-		} else {
-			err = fmt.Errorf("-%s %v %s", fe.Field, fe.Value, fe.Problem)
-		}
+		err = errors.New(fe.Describe("-"))
 	}
 	return usageError(stderr, "lab "+name, err)
 }

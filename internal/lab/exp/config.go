@@ -20,17 +20,27 @@ type FieldError struct {
 	// ("hedge-delay"), so that the CLI can point at the flag; empty when
 	// the problem is with several settings together.
 	Field string
-	// Value is the setting's value; Problem what is wrong with it ("must
-	// be within [2, 16]"), or, without a Field, the whole story.
+	// Value is the setting's value, nil when it says nothing (a list left
+	// empty); Problem what is wrong with it ("must be within [2, 16]"),
+	// or, without a Field, the whole story.
 	Value   any
 	Problem string
 }
 
 func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("lab %s: %s", e.Experiment, e.Problem)
+	return fmt.Sprintf("lab %s: %s", e.Experiment, e.Describe(""))
+}
+
+// Describe says what is wrong, naming the setting after prefix: "-" names
+// it as the CLI's flag.
+func (e *FieldError) Describe(prefix string) string {
+	switch {
+	case e.Field == "":
+		return e.Problem
+	case e.Value == nil:
+		return prefix + e.Field + " " + e.Problem
 	}
-	return fmt.Sprintf("lab %s: %s %v %s", e.Experiment, e.Field, e.Value, e.Problem)
+	return fmt.Sprintf("%s%s %v %s", prefix, e.Field, e.Value, e.Problem)
 }
 
 func (e *FieldError) Unwrap() error { return ErrConfig }

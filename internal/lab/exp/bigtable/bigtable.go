@@ -111,7 +111,7 @@ func (cfg Config) check() *exp.Checker {
 	exp.Above(c, "hedge-after", cfg.HedgeAfter, 0, time.Minute)
 	exp.Above(c, "budget", cfg.BudgetFraction, 0, 1)
 	exp.Within(c, "sim-operations", cfg.SimOperations, 1, fanoutexp.MaxSimRequests)
-	c.Check(cfg.KeyModel != nil, "key-model", "none", "must be given")
+	c.Check(cfg.KeyModel != nil, "key-model", nil, "must be given")
 	if cfg.KeyModel != nil && c.Err() == nil {
 		c.Fail(fixture.ValidateModel(cfg.model()))
 	}

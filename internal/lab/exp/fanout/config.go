@@ -118,7 +118,7 @@ func (cfg Config) check(maxShards int, hint string) *exp.Checker {
 	c.Check(cfg.Need >= 0 && cfg.Need <= cfg.Shards, "need", cfg.Need, "must be within [1, shards %d] (0: the default)", cfg.Shards)
 	exp.Within(c, "hedge-delay", cfg.HedgeDelay, 0, time.Minute)
 	exp.Within(c, "sim-requests", cfg.SimRequests, 1, MaxSimRequests)
-	c.Check(cfg.Model != nil, "model", "none", "must be given")
+	c.Check(cfg.Model != nil, "model", nil, "must be given")
 	if cfg.Model != nil {
 		_, err := fixture.SimLatency(cfg.Model) // validates it, and can it be simulated
 		c.Fail(err)

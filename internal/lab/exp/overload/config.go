@@ -84,7 +84,7 @@ func (cfg Config) Validate() error {
 	exp.Above(c, "duration", cfg.Duration, 0, time.Minute)
 	exp.Above(c, "hedge-delay", cfg.Delay, 0, time.Minute)
 	c.Check(cfg.Timeout >= 0, "timeout", cfg.Timeout, "must not be negative")
-	c.Check(len(cfg.Loads) > 0, "loads", "none", "must name at least one load")
+	c.Check(len(cfg.Loads) > 0, "loads", nil, "is empty: name at least one load")
 	top := 0.0
 	for _, l := range cfg.Loads {
 		exp.Above(c, "loads", l, 0, MaxLoad)

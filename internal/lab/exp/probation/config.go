@@ -135,7 +135,7 @@ func (cfg Config) setup() (runSetup, error) {
 	c.Check(pr.Factor == 0 || pr.Factor > 1 && pr.Factor <= fixture.MaxPhaseFactor, "probation-factor", pr.Factor,
 		"must be within (1, %d] (0: the default)", fixture.MaxPhaseFactor)
 	exp.Within(c, "shadow-rate", pr.ShadowRate, 0, MaxShadowRate)
-	c.Check(cfg.Model != nil, "model", "none", "must be given")
+	c.Check(cfg.Model != nil, "model", nil, "must be given")
 	if c.Err() != nil {
 		return runSetup{}, c.Err()
 	}

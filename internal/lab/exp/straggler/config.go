@@ -58,7 +58,7 @@ func (cfg Config) Validate() error {
 	c := exp.NewChecker("straggler")
 	exp.Within(c, "requests", cfg.Requests, 1, MaxRequests)
 	exp.Above(c, "rate", cfg.Rate, 0, maxRate)
-	c.Check(cfg.Model != nil, "model", "none", "must be given")
+	c.Check(cfg.Model != nil, "model", nil, "must be given")
 	if cfg.Model != nil {
 		c.Fail(fixture.ValidateModel(cfg.Model))
 	}

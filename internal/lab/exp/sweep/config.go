@@ -77,7 +77,7 @@ func (cfg Config) Validate() error {
 		c.Check(q > 0 && q < 1, "quantiles", q, "must be within (0, 1)")
 	}
 	c.Check(len(cfg.Delays)+len(cfg.Quantiles) > 0, "", nil, "nothing to sweep: give delays or quantiles")
-	c.Check(cfg.Model != nil, "model", "none", "must be given")
+	c.Check(cfg.Model != nil, "model", nil, "must be given")
 	if cfg.Model != nil {
 		c.Fail(fixture.ValidateModel(cfg.Model))
 	}

@@ -173,7 +173,7 @@ func (cfg Config) setup() (Config, runSetup, error) {
 		field string
 		m     fixture.Model
 	}{{"read-model", cfg.ReadModel}, {"background-model", cfg.BackgroundModel}} {
-		c.Check(m.m != nil, m.field, "none", "must be given")
+		c.Check(m.m != nil, m.field, nil, "must be given")
 		if m.m != nil {
 			if err := fixture.ValidateModel(m.m); err != nil {
 				c.Fail(fmt.Errorf("lab tied: %s: %w", m.field, err))
