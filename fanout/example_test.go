@@ -33,14 +33,43 @@ func ExampleDo() {
 	}
 	res, err := fanout.Do(context.Background(), f, func(ctx context.Context, shard int, a hedge.Attempt) (string, error) {
 		if shard == 3 {
-			select { // a straggler, until cancelled
-			case <-time.After(time.Minute):
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
+			<-ctx.Done() // a straggler, until the fan-out has enough and cancels it
+			return "", ctx.Err()
 		}
 		return fmt.Sprintf("hits from shard %d", shard), nil
 	})
 	fmt.Println(err, res.Partial, res.Missing, res.Values[0])
 	// Output: <nil> true [3] hits from shard 0
+}
+
+// Each shard is hedged on its own: with two replicas per shard, a shard
+// whose primary replica straggles gets a hedge to its other replica after
+// the delay, and the fan-out still has every answer. Every shard's primary
+// goes to the same replica (replica 0 for the first request), so the
+// replica a shard answered from shows which one was hedged.
+func ExampleDo_hedged() {
+	f, err := fanout.New(fanout.Config{
+		Shards:   3,
+		Replicas: 2,
+		Policy:   hedge.Policy{Delay: 50 * time.Millisecond}, // well above an answer from memory, so only the straggler is hedged
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := fanout.Do(context.Background(), f, func(ctx context.Context, shard int, a hedge.Attempt) (string, error) {
+		if shard == 1 && a.Target == 0 {
+			<-ctx.Done() // shard 1's replica 0 straggles until the hedge wins
+			return "", ctx.Err()
+		}
+		return fmt.Sprintf("shard %d from replica %d (hedge: %v)", shard, a.Target, a.IsHedge()), nil
+	})
+	fmt.Println("error:", err, "partial:", res.Partial)
+	for _, v := range res.Values {
+		fmt.Println(v)
+	}
+	// Output:
+	// error: <nil> partial: false
+	// shard 0 from replica 0 (hedge: false)
+	// shard 1 from replica 1 (hedge: true)
+	// shard 2 from replica 0 (hedge: false)
 }
