@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/memnet"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 
@@ -368,165 +367,176 @@ func TestProbationDisabled(t *testing.T) {
 	})
 }
 
-// Through real loopback servers and clients, in real time: a replica made
-// slow mid-run goes on probation; then client requests never wait for it
-// (their p99 stays far below its latency) while marked shadows measure it;
-// /metrics and /debug/replicas show it; it comes back when fast again.
-func TestProbationLoopback(t *testing.T) {
-	defer http.DefaultClient.CloseIdleConnections()
-	var slow atomic.Int64 // c's latency, ns
-	var cPrimaries, cShadows atomic.Int32
-	var badShadow atomic.Value
-	fast := func(b *backend, w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(ShadowHeader) != "" {
-			badShadow.Store("shadow to " + b.name)
+// Four clients, each a request at a time, with no pause, in virtual time:
+// a replica made slow mid-run goes on probation; then no client request
+// goes there (every one takes the fast replicas' 1ms, none waits for it)
+// while shadows, marked, measure it at the configured rate; /metrics and
+// /debug/replicas show it; it comes back when fast again and gets client
+// requests.
+func TestProbationKeepsConcurrentClientsOffSlowReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := new(memnet.Transport)
+		var slow atomic.Int64 // c's extra latency, ns
+		var cPrimaries, cShadows atomic.Int32
+		var badShadow atomic.Value
+		fast := func(b *backend, w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(ShadowHeader) != "" {
+				badShadow.Store("shadow to " + b.name)
+			}
+			if memnet.Sleep(r.Context(), time.Millisecond) {
+				io.WriteString(w, b.name)
+			}
 		}
-		time.Sleep(time.Millisecond)
-		io.WriteString(w, b.name)
-	}
-	a := newBackend(t, "a", fast)
-	b := newBackend(t, "b", fast)
-	c := newBackend(t, "c", func(b *backend, w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(ShadowHeader) == "1" {
-			cShadows.Add(1)
-		} else {
-			cPrimaries.Add(1)
-		}
-		select {
-		case <-time.After(time.Millisecond + time.Duration(slow.Load())):
-		case <-r.Context().Done():
-			return
-		}
-		io.WriteString(w, b.name)
-	})
-	g, srv := newGateway(t, Config{Policy: hedge.Policy{MaxAttempts: 1}, Replica: replica.Config{DecayTime: time.Millisecond,
-		Probation: replica.Probation{Window: 300 * time.Millisecond, MinSamples: 5, ShadowRate: 20}}}, a, b, c)
-	admin := httptest.NewServer(g.Admin())
-	defer admin.Close()
-
-	// Four clients, each a request at a time, until stop; latencies are
-	// kept while record is set.
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	defer client.CloseIdleConnections()
-	var (
-		mu     sync.Mutex
-		record bool
-		took   []time.Duration
-		wg     sync.WaitGroup
-	)
-	ctx, stop := context.WithCancel(context.Background())
-	defer func() { stop(); wg.Wait() }()
-	for range 4 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				start := time.Now()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/item", nil)
-				resp, err := client.Do(req)
-				if err != nil {
-					if !errors.Is(err, context.Canceled) {
-						t.Errorf("client: %v", err)
-					}
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					t.Errorf("client: status %d", resp.StatusCode)
-				}
-				mu.Lock()
-				if record {
-					took = append(took, time.Since(start))
-				}
-				mu.Unlock()
+		a := newMemBackend(net, "a", fast)
+		b := newMemBackend(net, "b", fast)
+		c := newMemBackend(net, "c", func(b *backend, w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(ShadowHeader) == "1" {
+				cShadows.Add(1)
+			} else {
+				cPrimaries.Add(1)
+			}
+			if memnet.Sleep(r.Context(), time.Millisecond+time.Duration(slow.Load())) {
+				io.WriteString(w, b.name)
 			}
 		})
-	}
-	waitFor := func(what string, ok func(replica.ProbationStatus) bool) {
-		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); !ok(probationOf(g, 2).Status); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("replica c not %s after 15s: %+v", what, probationOf(g, 2))
+		g := newMemGateway(t, net, Config{Policy: hedge.Policy{MaxAttempts: 1}, Replica: replica.Config{DecayTime: time.Millisecond,
+			Probation: replica.Probation{Window: 300 * time.Millisecond, MinSamples: 5, ShadowRate: 20}}}, a, b, c)
+
+		// Four clients, each a request at a time, until stop; latencies
+		// are kept while record is set.
+		var (
+			mu     sync.Mutex
+			record bool
+			took   []time.Duration
+			wg     sync.WaitGroup
+			stop   atomic.Bool
+		)
+		defer func() { stop.Store(true); wg.Wait() }()
+		for range 4 {
+			wg.Go(func() {
+				for !stop.Load() {
+					start := time.Now()
+					w := serveIn(g, http.MethodGet, "/item", nil)
+					if w.Code != 200 {
+						t.Errorf("client: status %d %q", w.Code, w.Body)
+						return
+					}
+					mu.Lock()
+					if record {
+						took = append(took, time.Since(start))
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		// waitFor checks every 10ms (of virtual time) for c's status.
+		waitFor := func(what string, limit time.Duration, ok func(replica.ProbationStatus) bool) time.Duration {
+			t.Helper()
+			start := time.Now()
+			for !ok(probationOf(g, 2).Status) {
+				if time.Since(start) > limit {
+					t.Fatalf("replica c not %s after %v: %+v", what, limit, probationOf(g, 2))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return time.Since(start)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if p := probationOf(g, 2); p.Status != replica.Serving || p.Entries != 0 {
+			t.Fatalf("c while every replica is fast: %+v", p)
+		}
+		const slowLatency = 200 * time.Millisecond
+		slow.Store(int64(slowLatency))
+		entered := waitFor("on probation", 5*time.Second, onProbation)
+		if entered < 300*time.Millisecond || entered > 2*time.Second {
+			t.Errorf("on probation %v after turning slow, want the 300ms window and a few more (c gets few primaries to judge once slow)", entered)
+		}
+
+		// Primaries picked just before probation began may still be running.
+		time.Sleep(slowLatency + 50*time.Millisecond)
+		primaries, shadows := cPrimaries.Load(), cShadows.Load()
+		mu.Lock()
+		record = true
+		mu.Unlock()
+		time.Sleep(time.Second)
+		mu.Lock()
+		record = false
+		lat := slices.Clone(took)
+		mu.Unlock()
+		if p := probationOf(g, 2); !p.Status.OnProbation() || p.Entries != 1 {
+			t.Fatalf("c left probation while still slow: %+v", p)
+		}
+		if n := cPrimaries.Load() - primaries; n != 0 {
+			t.Errorf("c got %d client requests on probation", n)
+		}
+		nShadows := cShadows.Load() - shadows
+		if nShadows < 19 || nShadows > 21 {
+			t.Errorf("c got %d shadows in 1s at 20/s", nShadows)
+		}
+		// Four clients at 1ms a request, for 1s: 1000 each, give or take
+		// the one finishing as recording starts and the one as it stops.
+		if len(lat) < 3996 || len(lat) > 4004 {
+			t.Errorf("%d requests in 1s from four clients at 1ms each", len(lat))
+		}
+		for _, d := range lat {
+			if d != time.Millisecond {
+				t.Fatalf("a client request took %v on probation, want the fast replicas' 1ms", d)
 			}
 		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	const slowLatency = 200 * time.Millisecond
-	slow.Store(int64(slowLatency))
-	waitFor("on probation", onProbation)
-
-	// Primaries picked just before probation began may still be running.
-	time.Sleep(slowLatency + 50*time.Millisecond)
-	primaries, shadows := cPrimaries.Load(), cShadows.Load()
-	mu.Lock()
-	record = true
-	mu.Unlock()
-	time.Sleep(time.Second)
-	mu.Lock()
-	record = false
-	lat := slices.Clone(took)
-	mu.Unlock()
-	if p := probationOf(g, 2); !p.Status.OnProbation() {
-		t.Fatalf("c left probation while still slow: %+v", p)
-	}
-	if n := cPrimaries.Load() - primaries; n != 0 {
-		t.Errorf("c got %d client requests on probation", n)
-	}
-	if n := cShadows.Load() - shadows; n < 5 || n > 21 {
-		t.Errorf("c got %d shadows in 1s at 20/s", n)
-	}
-	slices.Sort(lat)
-	if len(lat) < 100 {
-		t.Fatalf("only %d requests in 1s", len(lat))
-	}
-	if p99 := lat[len(lat)*99/100]; p99 >= slowLatency/2 {
-		t.Errorf("client p99 %v on probation, want well below c's %v (%d requests)", p99, slowLatency, len(lat))
-	}
-	if v, _ := badShadow.Load().(string); v != "" {
-		t.Error(v)
-	}
-
-	_, body := get(t, admin.URL+"/metrics")
-	for _, series := range []string{
-		`tailgate_replica_probation{replica="` + c.URL + `"} 1`,
-		`tailgate_replica_probation{replica="` + a.URL + `"} 0`,
-		`tailgate_probation_transitions_total{replica="` + c.URL + `",to="probation"} 1`,
-		`tailgate_shadow_requests_total{outcome="success"}`,
-		`tailgate_in_flight{kind="shadows"}`,
-	} {
-		if !strings.Contains(body, series) {
-			t.Errorf("/metrics lacks %s", series)
+		if v, _ := badShadow.Load().(string); v != "" {
+			t.Error(v)
 		}
-	}
-	_, body = get(t, admin.URL+"/debug/replicas")
-	var d struct {
-		Replicas []struct {
-			Name      string
+
+		_, body := adminGet(g, "/metrics")
+		for _, series := range []string{
+			`tailgate_replica_probation{replica="` + c.URL + `"} 1`,
+			`tailgate_replica_probation{replica="` + a.URL + `"} 0`,
+			`tailgate_probation_transitions_total{replica="` + c.URL + `",to="probation"} 1`,
+			`tailgate_shadow_requests_total{outcome="success"}`,
+			`tailgate_in_flight{kind="shadows"}`,
+		} {
+			if !strings.Contains(body, series) {
+				t.Errorf("/metrics lacks %s", series)
+			}
+		}
+		_, body = adminGet(g, "/debug/replicas")
+		var d struct {
+			Replicas []struct {
+				Name      string
+				Probation struct {
+					Status, Reason string
+					Since          time.Time
+					Shadows        int
+				}
+			}
 			Probation struct {
-				Status, Reason string
-				Since          time.Time
-				Shadows        int
+				OnProbation, MaxOnProbation int
+				Shadows                     map[string]int
 			}
 		}
-		Probation struct {
-			OnProbation, MaxOnProbation int
-			Shadows                     map[string]int
+		if err := json.Unmarshal([]byte(body), &d); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := json.Unmarshal([]byte(body), &d); err != nil {
-		t.Fatal(err)
-	}
-	cp := d.Replicas[2].Probation
-	if cp.Status != "probation" || !strings.Contains(cp.Reason, "x peers' ") || cp.Since.IsZero() || cp.Shadows == 0 ||
-		d.Probation.OnProbation != 1 || d.Probation.MaxOnProbation != 1 || d.Probation.Shadows["success"] == 0 {
-		t.Errorf("/debug/replicas: %s", body)
-	}
+		cp := d.Replicas[2].Probation
+		if cp.Status != "probation" || !strings.Contains(cp.Reason, "x peers' ") || cp.Since.IsZero() || cp.Shadows == 0 ||
+			d.Probation.OnProbation != 1 || d.Probation.MaxOnProbation != 1 || d.Probation.Shadows["success"] == 0 {
+			t.Errorf("/debug/replicas: %s", body)
+		}
 
-	slow.Store(0)
-	waitFor("back", offProbation)
-	primaries = cPrimaries.Load()
-	time.Sleep(500 * time.Millisecond)
-	if cPrimaries.Load() == primaries {
-		t.Error("no client requests for c in 500ms after it came back")
-	}
-	t.Logf("p99 on probation %v over %d requests; c: %+v", lat[len(lat)*99/100], len(lat), probationOf(g, 2))
+		slow.Store(0)
+		left := waitFor("back", 5*time.Second, offProbation)
+		if left < 300*time.Millisecond || left > 2*time.Second {
+			t.Errorf("back %v after recovering, want the 300ms window and a little more", left)
+		}
+		if p := probationOf(g, 2); p.Exits != 1 {
+			t.Errorf("after recovery: %+v", p)
+		}
+		primaries = cPrimaries.Load()
+		time.Sleep(500 * time.Millisecond)
+		if cPrimaries.Load() == primaries {
+			t.Error("no client requests for c in 500ms after it came back")
+		}
+		t.Logf("on probation %v after turning slow, back %v after recovering; on probation: %d client requests, %d shadows in 1s",
+			entered, left, len(lat), nShadows)
+	})
 }
