@@ -106,6 +106,21 @@ func straggleUnlessHedge(b *backend, w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, b.name)
 }
 
+// wantCancelled checks, in a bubble once every goroutine has settled, that
+// b saw the cancellation of its request for uri.
+func wantCancelled(t *testing.T, b *backend, uri string) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case got := <-b.cancelled:
+		if got != uri {
+			t.Errorf("%s saw %q cancelled, want %q", b.name, got, uri)
+		}
+	default:
+		t.Errorf("%s never saw its request for %s cancelled", b.name, uri)
+	}
+}
+
 // newGateway returns a gateway over the backends, served on loopback.
 func newGateway(t *testing.T, cfg Config, backends ...*backend) (*Gateway, *httptest.Server) {
 	t.Helper()
@@ -211,14 +226,7 @@ func TestStragglingPrimaryBeatenByHedge(t *testing.T) {
 			t.Errorf("winner: %d hits, %d hedges; loser: %d hits, %d hedges; want the hedge to the winner, the primary to the loser",
 				winner.hits.Load(), winner.hedges.Load(), loser.hits.Load(), loser.hedges.Load())
 		}
-		select {
-		case uri := <-loser.cancelled:
-			if uri != "/item?id=7" {
-				t.Errorf("cancelled %q", uri)
-			}
-		default:
-			t.Fatal("the straggling primary's backend never saw the cancellation")
-		}
+		wantCancelled(t, loser, "/item?id=7")
 		if v := counterValue(t, g, "tailgate_hedge_wins_total", "", ""); v != 1 {
 			t.Errorf("tailgate_hedge_wins_total %v", v)
 		}
@@ -651,15 +659,7 @@ func TestTimeoutIs504(t *testing.T) {
 		if took := time.Since(start); w.Code != 504 || !strings.Contains(w.Body.String(), "timeout") || took != 100*time.Millisecond {
 			t.Errorf("%d %q after %v; want 504 after the 100ms timeout", w.Code, w.Body, took)
 		}
-		synctest.Wait()
-		select {
-		case uri := <-a.cancelled:
-			if uri != "/slow" {
-				t.Errorf("cancelled %q", uri)
-			}
-		default:
-			t.Error("the replica never saw its attempt cancelled")
-		}
+		wantCancelled(t, a, "/slow")
 	})
 }
 
