@@ -870,3 +870,61 @@ func TestLoopbackResponseLengthAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// Through real sockets, the shutdown the Close documentation asks for:
+// http.Server.Shutdown waits for a read in flight through the gateway,
+// which is answered in full; then Close; nothing is left in flight.
+func TestLoopbackShutdownDrainsReadInFlight(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, "a")
+	})
+	g, err := New(Config{Backends: []string{a.URL}, Policy: hedge.Policy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	shuttingDown := make(chan struct{})
+	srv.Config.RegisterOnShutdown(func() { close(shuttingDown) })
+
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/item")
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, string(b), err}
+	}()
+	<-arrived
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- srv.Config.Shutdown(context.Background()) }()
+	<-shuttingDown
+	select {
+	case err := <-shutdown:
+		t.Fatalf("Shutdown returned (%v) with a read in flight", err)
+	default:
+	}
+	close(release)
+	if ans := <-got; ans.err != nil || ans.code != 200 || ans.body != "a" {
+		t.Errorf("read in flight at shutdown: %d %q %v", ans.code, ans.body, ans.err)
+	}
+	if err := <-shutdown; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	g.Close()
+	if d := g.Debug(time.Now()); d.InFlight.Requests != 0 || d.InFlight.Attempts != 0 {
+		t.Errorf("in flight after shutdown: %+v", d.InFlight)
+	}
+}
