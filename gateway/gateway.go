@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,17 +120,17 @@ func New(cfg Config) (*Gateway, error) {
 	// writes the primary's value, stampSlack short of the time left, as
 	// it builds the request, so only a request sent more than stampSlack
 	// later is copied to be rewritten.
-	var base http.RoundTripper = &deadline.Transport{Base: g.base, Slack: stampSlack}
-	acceptFunc := accept
+	var accept func(*http.Response) error // nil: hedge.DefaultAccept, a final status below 500
 	if g.tied {
-		base, acceptFunc = &tieBase{next: base}, acceptTied
+		accept = tied.Accept(nil) // and never an answer dropped for its twin
 	}
 	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:         base,
-		Hedger:       g.hedger,
-		Targets:      cfg.Backends,
-		MaxBodyBytes: cfg.MaxResponseBytes,
-		Accept:       acceptFunc,
+		Base:          &deadline.Transport{Base: g.base, Slack: stampSlack},
+		Hedger:        g.hedger,
+		Targets:       cfg.Backends,
+		MaxBodyBytes:  cfg.MaxResponseBytes,
+		Accept:        accept,
+		InlinePrimary: true, // Base returns at once on cancellation (see Config.Base)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -209,31 +208,29 @@ func (g *Gateway) expectedLatency(now time.Time) time.Duration {
 }
 
 // serve handles r, which arrived at start, and returns the status written,
-// or 0 when the client left before an answer.
+// or 0 when the client left before an answer. It reads top to bottom:
+// admission (the request limit, what a read may be, the client's
+// deadline, the attempt limit), forwarding through the engine, which x
+// steers, and the response.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) int {
 	if !g.requests.tryAcquire() {
-		g.metrics.reject(rejectRequests)
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "overloaded: too many requests in flight")
+		return g.reject(w, rejectRequests, http.StatusServiceUnavailable, "overloaded: too many requests in flight")
 	}
 	defer g.requests.release()
-
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	default:
-		g.metrics.reject(rejectMethod)
 		w.Header().Set("Allow", "GET, HEAD")
-		return writeError(w, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
+		return g.reject(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
 	}
 	// Only origin-form targets ("/path?query"): an absolute-form or
 	// authority-form target must never choose where the request goes.
 	if !strings.HasPrefix(r.RequestURI, "/") {
-		g.metrics.reject(rejectTarget)
-		return writeError(w, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
+		return g.reject(w, rejectTarget, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
 	}
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		g.metrics.reject(rejectBody)
-		return writeError(w, http.StatusBadRequest, "requests with a body are not proxied: reads only")
+		return g.reject(w, rejectBody, http.StatusBadRequest, "requests with a body are not proxied: reads only")
 	}
 	client := r.Context()
 	budget, budgetValue := g.timeout, g.timeoutValue
@@ -242,19 +239,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		// refused now rather than sent to replicas that would toil for a
 		// caller already gone.
 		if err != nil {
-			g.metrics.reject(rejectDeadline)
-			return writeError(w, http.StatusBadRequest, err.Error())
+			return g.reject(w, rejectDeadline, http.StatusBadRequest, err.Error())
 		}
 		if d <= 0 {
-			g.metrics.reject(rejectDeadline)
-			return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
+			return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
 		}
 		// While nothing is known of the replicas (0), nothing is refused
 		// on their account; nor when the policy ignores deadlines.
 		if g.checkExpected {
 			if need := g.expectedLatency(start); need > 0 && d < need {
-				g.metrics.reject(rejectDeadline)
-				return writeError(w, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
+				return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
 			}
 		}
 		if d <= budget {
@@ -269,73 +263,57 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 			r = r.WithContext(ctx)
 		}
 	}
-	if !g.attempts.tryAcquire() {
-		g.metrics.reject(rejectAttempts)
+	if !g.attempts.tryAcquire() { // the primary's slot
 		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
+		return g.reject(w, rejectAttempts, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
 	}
 
-	x := g.exchange()
-	// The request to forward lives in the pooled exchange: a copy of r
-	// (with r's context; the engine adds the timeout) whose URL, header and
-	// body are replaced. A tied read's context also carries its tie.
-	out := &x.req
+	x := g.newExchange(r, budgetValue)
+	resp, err := g.transport.RoundTripWith(&x.req, x)
 	if g.tied {
-		x.tc = &tieCtx{Context: r.Context()}
-		*out = *r.WithContext(x.tc)
-	} else {
-		*out = *r
-	}
-	out.URL = x.target(r)
-	out.Header = forwardedHeaders(r)
-	if budgetValue != nil {
-		out.Header[deadline.Header] = budgetValue // at most the time left as the primary is sent
-	} else {
-		delete(out.Header, deadline.Header) // the client's, if any: the Transport writes ours
-	}
-	out.Host = ""
-	out.RequestURI = ""
-	out.Body = http.NoBody
-	out.ContentLength = 0
-	out.Close = false
-
-	resp, err := g.transport.RoundTripWith(out, x)
-	if x.tc != nil {
 		g.settleTie(x, resp, err)
 	}
-	if err == nil && !g.accepted(resp) {
-		// Nothing acceptable came back: the engine hands over the last
-		// refused answer (a 5xx, a stray 1xx). Every attempt failed.
+	x.handlerDone()
+
+	if err != nil {
+		return g.writeFailure(w, r, client, budget, err)
+	}
+	defer resp.Body.Close()
+	code := g.writeResponse(w, r, resp)
+	// The client has its answer (net/http sends what is buffered when the
+	// handler returns, a few microseconds on): a replica on probation may
+	// be due a copy of the request, to measure it.
+	g.shadow(r)
+	return code
+}
+
+// reject counts a request refused before any attempt, for reason, and
+// answers it.
+func (g *Gateway) reject(w http.ResponseWriter, reason string, code int, msg string) int {
+	g.metrics.reject(reason)
+	return writeError(w, code, msg)
+}
+
+// writeFailure answers a read that got no acceptable answer: 502 when
+// the replicas failed, 504 when time ran out, nothing when the client
+// left.
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client context.Context, budget time.Duration, err error) int {
+	if errors.Is(err, hedge.ErrNoTarget) {
+		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
+	}
+	var refused *hedge.RefusedError
+	if errors.As(err, &refused) {
+		// The last refused answer (a 5xx, a stray 1xx): every attempt
+		// failed.
+		resp := refused.Response
+		resp.Body.Close()
 		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-		if g.tied && tied.Dropped(resp) {
+		if tied.Dropped(resp) {
 			// Every copy was dropped (a failure of the copy that ran would
 			// have been returned instead: a dropped answer is not one).
 			err = errors.New("the last answer was a copy dropped for its twin")
 		}
-		resp.Body.Close()
-		resp = nil
 	}
-	if !x.started {
-		// The primary never started (no replica, or the client had gone
-		// before the engine ran): its slot and reference are ours.
-		g.attempts.release()
-		x.unref()
-	}
-	if err == nil {
-		defer resp.Body.Close()
-		x.unref()
-		code := g.writeResponse(w, r, resp)
-		// The client has its answer (net/http sends what is buffered when
-		// the handler returns, a few microseconds on): a replica on
-		// probation may be due a copy of the request, to measure it.
-		g.shadow(r)
-		return code
-	}
-	if errors.Is(err, hedge.ErrNoTarget) {
-		x.unref()
-		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
-	}
-	x.unref()
 	switch {
 	case client.Err() != nil:
 		g.log.Debug("client left", "path", r.URL.Path, "err", err)
@@ -421,169 +399,3 @@ func (l *limiter) tryAcquire() bool {
 
 func (l *limiter) release()     { l.n.Add(-1) }
 func (l *limiter) inUse() int64 { return l.n.Load() }
-
-// exchange is one proxied request as the hedging engine sees it: it picks
-// replicas, holds their breaker tickets and attempt slots, and feeds each
-// attempt's outcome back. It lives until the handler and every attempt
-// are done with it, then returns to the pool.
-type exchange struct {
-	g       *Gateway
-	req     http.Request
-	url     url.URL
-	tickets [hedge.MaxAttemptsCap]replica.Ticket
-	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
-	refs    atomic.Int32                    // the handler and each attempt still running
-	started bool                            // the primary was picked (set on the handler's goroutine)
-
-	// Tied mode only (see tied.go).
-	tc       *tieCtx                       // the read's tie, in its context
-	twinHeld bool                          // tickets[1] is the twin's, held for the second copy, not yet given to an attempt
-	first    atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
-	exclude  [1]int                        // PickAlternate's argument for the twin
-}
-
-func (g *Gateway) exchange() *exchange {
-	x, _ := g.exchanges.Get().(*exchange)
-	if x == nil {
-		x = &exchange{g: g}
-	}
-	x.refs.Store(2) // the handler and the primary
-	return x
-}
-
-func (x *exchange) unref() {
-	if x.refs.Add(-1) == 0 {
-		x.req = http.Request{}
-		x.url = url.URL{}
-		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
-		x.picked = [hedge.MaxAttemptsCap]time.Time{}
-		x.started = false
-		if x.tc != nil {
-			x.tc, x.twinHeld = nil, false
-			x.first.Store(nil)
-		}
-		x.g.exchanges.Put(x)
-	}
-}
-
-// target returns the URL to forward r to (see targetURL), kept in x.
-func (x *exchange) target(r *http.Request) *url.URL {
-	x.url = targetURL(r)
-	return &x.url
-}
-
-// targetURL returns the URL to forward r to: its path and query byte for
-// byte, as the client sent them (the scheme and host are the replica's,
-// set per attempt).
-func targetURL(r *http.Request) url.URL {
-	path, query, hasQuery := strings.Cut(r.RequestURI, "?")
-	forceQuery := hasQuery && query == "" // keep a bare "?"
-	if strings.HasPrefix(path, "//") {
-		// An opaque "//x" would read as a host; keep the parsed form.
-		return url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: query, ForceQuery: forceQuery}
-	}
-	return url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
-}
-
-// Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
-// replica no earlier attempt used. A hedge never goes to a replica on
-// probation; an attempt after a failure does when nothing else is left (a
-// slow answer beats an error). In tied mode the second copy's replica is
-// picked with the primary (see tie).
-func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
-	now := time.Now()
-	var i int
-	var t replica.Ticket
-	var ok bool
-	switch {
-	case a.Index == 0:
-		i, t, ok = x.g.set.PickPrimary(now)
-		if ok && x.tc != nil {
-			x.tie(now, i)
-		}
-	case x.tc != nil:
-		return x.pickTwin(now, a, used)
-	case a.Trigger == hedge.TriggerFailure:
-		i, t, ok = x.g.set.PickRetry(now, used)
-	default:
-		i, t, ok = x.g.set.PickAlternate(now, used)
-	}
-	if ok {
-		x.tickets[a.Index], x.picked[a.Index] = t, now
-		if a.Index == 0 {
-			x.started = true
-		}
-	}
-	return i, ok
-}
-
-// Admit implements hedge.RequestHooks: a hedge needs a free attempt slot.
-func (x *exchange) Admit(a hedge.Attempt) bool {
-	if !x.g.attempts.tryAcquire() {
-		// Given back as picked: it took no time, so it is no latency
-		// sample, not even a lower bound.
-		x.g.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
-		if x.tc != nil {
-			x.tc.tied[a.Index] = false // not sent after all
-		}
-		return false
-	}
-	if x.tc != nil && x.tc.tied[a.Index] {
-		x.g.metrics.tiedCopy(a.Index)
-	}
-	x.refs.Add(1)
-	return true
-}
-
-// Done implements hedge.RequestHooks: the attempt's outcome goes to its
-// replica's breaker and latency, and its slot is freed.
-func (x *exchange) Done(a hedge.Attempt, resp *http.Response, err error, elapsed time.Duration) {
-	// The attempt started as its replica was picked: no clock read needed.
-	// (A tied second copy's replica was picked with the primary: picked
-	// is then its ticket's start, and the latency the set records, from
-	// that start to the time given, is still elapsed.)
-	o, end := outcome(resp, err), x.picked[a.Index].Add(elapsed)
-	if x.tc != nil {
-		o, end = x.tiedDone(a, resp, o, end)
-	}
-	x.g.set.Done(x.tickets[a.Index], o, end)
-	x.g.attempts.release()
-	x.unref()
-}
-
-// acceptable is the gateway's winner check: a final status (not 1xx: a
-// stray 101 would hand the client a connection it never asked for) below
-// 500.
-func acceptable(resp *http.Response) bool {
-	return resp.StatusCode >= 200 && resp.StatusCode < 500
-}
-
-// accepted reports whether resp, returned by the engine, won: in tied
-// mode an answer dropped for its twin never does, whatever its status.
-func (g *Gateway) accepted(resp *http.Response) bool {
-	return acceptable(resp) && !(g.tied && tied.Dropped(resp))
-}
-
-// accept is acceptable as a hedge.TransportConfig.Accept.
-func accept(resp *http.Response) error {
-	if !acceptable(resp) {
-		return fmt.Errorf("gateway: status %d", resp.StatusCode)
-	}
-	return nil
-}
-
-// outcome classifies an attempt for the breaker: transport errors and 5xx
-// are failures, a cancellation (a lost race, a client gone, a deadline) is
-// neutral, anything else (a too-large body included: the replica answered)
-// is a success.
-func outcome(resp *http.Response, err error) replica.Outcome {
-	switch {
-	case err == nil && !acceptable(resp):
-		return replica.Failure
-	case err == nil, errors.Is(err, hedge.ErrResponseTooLarge):
-		return replica.Success
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return replica.Canceled
-	}
-	return replica.Failure
-}

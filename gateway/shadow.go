@@ -129,7 +129,10 @@ func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time
 			resp = nil
 		}
 	}
-	o := outcome(resp, err)
+	if err == nil {
+		err = hedge.DefaultAccept(resp) // as the engine judges an attempt
+	}
+	o := outcome(err)
 	g.set.Done(t, o, time.Now())
 	switch o {
 	case replica.Success:

@@ -14,18 +14,12 @@ import (
 // Tied requests (Config.Tied) run on the same path as hedged ones: the
 // engine sends the second copy as its one hedge, after TiedDelay, and the
 // exchange picks replicas, holds breaker tickets and attempt slots, and
-// feeds outcomes back as it does for hedges. What tied mode adds:
-//
-//   - As the primary's replica is picked, the twin's is picked too
-//     (PickAlternate, with a ticket that the second copy uses, or that is
-//     given back unused when the read ends): the first copy must name its
-//     twin's backend as it leaves. The tie headers go into the request the
-//     gateway built, before the engine sends it.
-//   - tieBase, the engine's base transport, gives the second copy its own
-//     tied.PeerHeader (the primary's backend), and strips the tie from an
-//     attempt that goes untied.
-//   - An answer dropped for its twin is refused as a winner and given to
-//     the replica set as a cancellation that took no time.
+// feeds outcomes back as it does for hedges. What tied mode adds: the
+// twin's replica is picked with the primary's (the first copy must name
+// it as it leaves), each copy is stamped with its tie as it is launched
+// (Rewrite), and an answer dropped for its twin never wins and counts as a
+// cancellation that took no time. The rules, for operators:
+// docs/gateway.md.
 
 // Outcomes of tied-mode reads, as counted in tailgate_tied_requests_total.
 const (
@@ -44,46 +38,21 @@ var (
 	tiedDropped = []string{tied.DroppedQueued, tied.DroppedOnArrival}
 )
 
-// errDropped refuses an answer dropped for its twin as a winner.
-// It wraps hedge.ErrNotAnAnswer, so the engine returns the other copy's
-// failure, if any, rather than the dropped answer.
-var errDropped = fmt.Errorf("gateway: tied copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
-
-// acceptTied is accept for tied mode: an answer dropped for its twin never
-// wins, whatever its status.
-func acceptTied(resp *http.Response) error {
-	if tied.Dropped(resp) {
-		return errDropped
-	}
-	return accept(resp)
-}
-
-// tieCtx is a tied-mode read's context: the client's, plus the read's tie,
-// which tieBase finds through the attempts' contexts. It is allocated per
-// read, not pooled with the exchange: contexts derived from it may be held
-// a little longer than the exchange lives.
-type tieCtx struct {
-	context.Context
+// tieState is a tied-mode read's tie, in its exchange.
+type tieState struct {
 	// vals backs the tie headers: the tie identity, then the PeerHeader
 	// of the first copy (the twin's backend) and of the second (the
-	// primary's). Written by tie, with the primary's pick.
+	// primary's). Written by tieTo, with the primary's pick.
 	vals [3]string
-	// tied[i]: copy i is sent tied. Written under the engine's lock, by
+	// copies[i]: copy i goes tied. Written under the engine's lock, by
 	// Pick (and Admit, for a second copy refused a slot), before the copy
-	// starts.
-	tied [2]bool
+	// is launched.
+	copies [2]bool
+	// twinHeld: tickets[1] is the twin's, held for the second copy, not
+	// yet given to an attempt.
+	twinHeld bool
+	exclude  [1]int // PickAlternate's argument for the twin
 }
-
-type tieKey struct{}
-
-func (c *tieCtx) Value(key any) any {
-	if key == (tieKey{}) {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-func (c *tieCtx) String() string { return "gateway.tieCtx" }
 
 // initTied sets the gateway up for tied requests: the engine's policy
 // (the delay, two attempts, the gate off, a budget that lets every read
@@ -140,30 +109,43 @@ func (g *Gateway) tieable(now time.Time, ctx context.Context) bool {
 	return dl.Sub(now.Add(g.tiedDelay)) >= need
 }
 
-// tie makes the read tied as its primary is picked (replica primary, at
+// tieTo makes the read tied as its primary is picked (replica primary, at
 // now), if it may be and another replica is available: it picks the twin's
-// replica, as a hedge's (never the primary, never one on probation), holds
-// its ticket for the second copy, and writes the tie headers into the
-// request the engine is about to send as the first copy. Called from Pick,
-// under the engine's lock, before the first copy is built.
-func (x *exchange) tie(now time.Time, primary int) {
+// replica, as a hedge's (never the primary, never one on probation), and
+// holds its ticket for the second copy. Called from Pick, under the
+// engine's lock, before the first copy is launched.
+func (x *exchange) tieTo(now time.Time, primary int) {
 	g := x.g
-	if !g.tieable(now, x.tc) {
+	if !g.tieable(now, x.req.Context()) {
 		return
 	}
-	x.exclude[0] = primary
-	j, t, ok := g.set.PickAlternate(now, x.exclude[:])
+	x.tie.exclude[0] = primary
+	j, t, ok := g.set.PickAlternate(now, x.tie.exclude[:])
 	if !ok {
 		return
 	}
-	x.tickets[1], x.picked[1], x.twinHeld = t, now, true
-	tc := x.tc
-	tc.vals = [3]string{tied.NewTie(), g.origins[j], g.origins[primary]}
-	tc.tied[0] = true
+	x.tickets[1], x.picked[1] = t, now
+	x.tie.twinHeld = true
+	x.tie.vals = [3]string{tied.NewTie(), g.origins[j], g.origins[primary]}
+	x.tie.copies[0] = true
 	g.metrics.tiedCopy(0)
-	h := x.req.Header
-	h[tied.TieHeader] = tc.vals[0:1:1]
-	h[tied.PeerHeader] = tc.vals[1:2:2]
+}
+
+// stampTie writes copy a's tie headers as it is launched: the first copy
+// names its twin's backend, the second the primary's; an attempt that is
+// not a tied copy goes without them. The primary's header map is the
+// exchange's own (the engine shares it with the first copy); a second
+// attempt's is a copy of it.
+func (x *exchange) stampTie(a hedge.Attempt, out *http.Request) {
+	h := out.Header
+	switch {
+	case a.Index < 2 && x.tie.copies[a.Index]:
+		h[tied.TieHeader] = x.tie.vals[0:1:1]
+		h[tied.PeerHeader] = x.tie.vals[1+a.Index : 2+a.Index : 2+a.Index]
+	case a.Index > 0:
+		delete(h, tied.TieHeader)
+		delete(h, tied.PeerHeader)
+	}
 }
 
 // pickTwin picks the replica of a tied-mode read's second attempt (the
@@ -177,9 +159,9 @@ func (x *exchange) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bo
 	if a.Index != 1 {
 		return -1, false // unreachable: two attempts at most
 	}
-	if x.twinHeld {
-		x.twinHeld = false
-		x.tc.tied[1] = a.Trigger == hedge.TriggerDelay
+	if x.tie.twinHeld {
+		x.tie.twinHeld = false
+		x.tie.copies[1] = a.Trigger == hedge.TriggerDelay
 		return x.tickets[1].Replica(), true
 	}
 	if a.Trigger != hedge.TriggerFailure {
@@ -215,52 +197,20 @@ func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, o replica.Outc
 // twin's ticket, if the second copy was never sent, goes back (it took
 // no time), and the read's outcome is counted.
 func (g *Gateway) settleTie(x *exchange, resp *http.Response, err error) {
-	if x.twinHeld {
-		x.twinHeld = false
+	if x.tie.twinHeld {
+		x.tie.twinHeld = false
 		g.set.Done(x.tickets[1], replica.Canceled, x.picked[1])
 	}
-	tc := x.tc
 	o := tiedRetry
 	switch {
-	case !tc.tied[0]:
+	case !x.tie.copies[0]:
 		o = tiedUntied
-	case err != nil || !g.accepted(resp):
+	case err != nil:
 		o = tiedFailed
 	case resp == x.first.Load():
 		o = tiedFirst
-	case tc.tied[1]:
+	case x.tie.copies[1]:
 		o = tiedSecond
 	}
 	g.metrics.tiedRequest(o)
-}
-
-// tieBase is the engine's base transport in tied mode, in front of the
-// deadline Transport. The first copy goes as the gateway built it (tie
-// wrote its headers). The engine builds the second attempt's request from
-// that one, so it inherits them: tieBase sends a copy with the second
-// copy's own PeerHeader (the first copy's backend) or, for an untied
-// attempt, without the tie headers.
-type tieBase struct{ next http.RoundTripper }
-
-func (b *tieBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	tc, _ := ctx.Value(tieKey{}).(*tieCtx)
-	a, _ := hedge.AttemptFrom(ctx)
-	if tc == nil || a.Index == 0 {
-		return b.next.RoundTrip(req)
-	}
-	tiedCopy := a.Index == 1 && tc.tied[1]
-	if !tiedCopy && len(req.Header[tied.TieHeader]) == 0 && len(req.Header[tied.PeerHeader]) == 0 {
-		return b.next.RoundTrip(req)
-	}
-	out := req.WithContext(ctx)
-	out.Header = req.Header.Clone()
-	if tiedCopy {
-		out.Header[tied.TieHeader] = tc.vals[0:1:1]
-		out.Header[tied.PeerHeader] = tc.vals[2:3:3]
-	} else {
-		delete(out.Header, tied.TieHeader)
-		delete(out.Header, tied.PeerHeader)
-	}
-	return b.next.RoundTrip(out)
 }

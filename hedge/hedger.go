@@ -174,3 +174,21 @@ func (h *Hedger) timerLead(delay time.Duration) time.Duration {
 // timerLagWeight: each firing moves the lateness estimate by 1/8 of its
 // error, so it follows the machine within a few dozen hedges.
 const timerLagWeight = 8
+
+// delayTimer is a reusable hedge-delay timer. Its function is fixed when
+// the timer is made, so the operation it serves is looked up at firing time.
+type delayTimer struct {
+	t      *time.Timer
+	target atomic.Pointer[delayTarget]
+}
+
+// delayTarget is what a delayTimer fires into; an operation embeds one.
+type delayTarget struct {
+	op interface{ onDelay() }
+}
+
+func (d *delayTimer) fire() {
+	if t := d.target.Load(); t != nil {
+		t.op.onDelay()
+	}
+}

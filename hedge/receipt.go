@@ -298,3 +298,41 @@ func allDigits(s string) bool {
 	}
 	return true
 }
+
+// tally is what an operation counts for its receipt, compactly: most
+// operations never build one.
+type tally struct {
+	winnerLatency time.Duration
+	suppressed    [len(suppressNames)]uint8
+	// At most MaxAttemptsCap each.
+	requested, observed, late, unobserved uint8
+}
+
+func (o *operation[T]) buildReceipt() Receipt {
+	t := &o.tally
+	r := Receipt{
+		Version:                ReceiptVersion,
+		Outcome:                o.outcome,
+		Delay:                  Millis(o.delay),
+		WinnerAttempt:          -1,
+		WinnerTarget:           -1,
+		AttemptsLaunched:       o.launched,
+		CancellationsRequested: int(t.requested),
+		CancellationsObserved:  int(t.observed),
+		LateCompletions:        int(t.late),
+		Unobserved:             int(t.unobserved),
+		// A copy: the operation's memory may serve another operation.
+		Attempts: append([]AttemptRecord(nil), o.rec[:o.launched]...),
+	}
+	for reason, n := range t.suppressed {
+		for range n {
+			r.HedgesSuppressed.add(SuppressReason(reason))
+		}
+	}
+	if o.outcome == OutcomeWon {
+		w := &o.rec[o.res.idx]
+		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
+		r.WinnerLatency = Millis(t.winnerLatency)
+	}
+	return r
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -54,12 +53,11 @@ type TransportConfig struct {
 	MaxBodyBytes int64
 
 	// Accept decides whether a complete response wins: nil means it does,
-	// an error says why not. Nil means a final status (200 or more) below
-	// 500. If no attempt is accepted, the last refused response is
-	// returned as is (a server's answer is never displaced by a later
-	// transport error, unless its verdict wraps ErrNotAnAnswer). Accept
-	// runs in the goroutine of the attempt it judges, possibly
-	// concurrently.
+	// an error says why not. Nil means DefaultAccept. If no attempt is
+	// accepted, RoundTrip returns the last refused response as is (a
+	// server's answer is never displaced by a later transport error,
+	// unless its verdict wraps ErrNotAnAnswer). Accept runs in the
+	// goroutine of the attempt it judges, possibly concurrently.
 	Accept func(*http.Response) error
 
 	// SafeMethods lists methods besides GET and HEAD that the caller
@@ -72,12 +70,13 @@ type TransportConfig struct {
 	// possibly after RoundTrip has returned. See also WithReceipt.
 	OnReceipt func(*http.Request, Receipt)
 
-	// DetachPrimary sends the primary from its own goroutine. By default it
-	// is sent from the caller's goroutine, which saves a goroutine hand-off
-	// per request; a winning hedge is then returned once the cancelled
-	// primary returns, which net/http does at once. Set DetachPrimary when
-	// Base may ignore cancellation.
-	DetachPrimary bool
+	// InlinePrimary sends the primary from the caller's goroutine, which
+	// saves a goroutine hand-off per request (Op.InlinePrimary is the same
+	// choice for Do); a winning hedge is then returned only once the
+	// cancelled primary has returned. A Transport whose Base is nil or an
+	// *http.Transport always does, since net/http returns at once on
+	// cancellation; set it for another Base that does too.
+	InlinePrimary bool
 }
 
 // Transport is an http.RoundTripper that hedges requests. It reads each
@@ -113,6 +112,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if t.base == nil {
 		t.base = NewBaseTransport()
 	}
+	_, promptBase := t.base.(*http.Transport)
 	if t.h == nil {
 		h, err := New(Policy{})
 		if err != nil {
@@ -139,7 +139,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.targets = append(t.targets, u)
 		t.names = append(t.names, u.String())
 	}
-	t.hooks = hooks{targets: t.names, inline: !cfg.DetachPrimary}
+	t.hooks = hooks{targets: t.names, inline: cfg.InlinePrimary || promptBase}
 	for _, m := range cfg.SafeMethods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n") {
 			return nil, fmt.Errorf("%w: safe method %q must be an upper-case HTTP method", ErrInvalidPolicy, m)
@@ -153,43 +153,6 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.safe[m] = true
 	}
 	return t, nil
-}
-
-// ParseTarget parses and checks a target base URL: http or https, a host,
-// no query, fragment or user information.
-func ParseTarget(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidPolicy, s, err)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w: target %q: scheme must be http or https", ErrInvalidPolicy, s)
-	case u.Host == "":
-		return nil, fmt.Errorf("%w: target %q: no host", ErrInvalidPolicy, s)
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("%w: target %q: must not have a query or fragment", ErrInvalidPolicy, s)
-	case u.User != nil:
-		return nil, fmt.Errorf("%w: target %q: must not carry user information", ErrInvalidPolicy, s)
-	}
-	if u.Path == "/" {
-		u.Path, u.RawPath = "", ""
-	}
-	// One spelling per target, so duplicates are caught however written:
-	// scheme and host in lower case, the scheme's default port dropped.
-	u.Scheme = strings.ToLower(u.Scheme)
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		port = ""
-	}
-	u.Host = host
-	if strings.Contains(host, ":") {
-		u.Host = "[" + host + "]" // an IPv6 literal
-	}
-	if port != "" {
-		u.Host += ":" + port
-	}
-	return u, nil
 }
 
 // NewBaseTransport returns the Transport's default base: a clone of
@@ -214,9 +177,9 @@ func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
 }
 
 // RequestHooks steer one request through RoundTripWith: which target each
-// attempt uses, whether a hedge may start, and what came of each attempt.
-// A reverse proxy uses them to pick replicas, hold attempt slots and feed
-// circuit breakers.
+// attempt uses, whether a hedge may start, what each attempt sends, and
+// what came of it. A reverse proxy uses them to pick replicas, hold attempt
+// slots, stamp headers and feed circuit breakers.
 type RequestHooks interface {
 	// Pick chooses attempt a's target (an index into the Transport's
 	// Targets); used holds the targets of the earlier attempts. For a hedge
@@ -229,29 +192,57 @@ type RequestHooks interface {
 	// suppresses it (SuppressCapacity), and Admit must then release what
 	// Pick took. Not asked for the primary. Must not block.
 	Admit(a Attempt) bool
+	// Rewrite may change attempt a's outgoing request as the attempt is
+	// launched (after Pick and Admit, in launch order, with the request's
+	// lock held: it must not block): its URL already names a's target and
+	// a hedge carries HedgeHeader. It is also called, with the zero
+	// Attempt, for a request that passes through unhedged (see
+	// SafeMethods). A hedge's request has its own header map; an inline
+	// primary's and a passed-through one's share the caller's (clone it
+	// before changing it unless the caller's request is yours).
+	Rewrite(a Attempt, out *http.Request)
 	// Done reports each attempt that started, exactly once, when its round
-	// trip and body read have ended: resp (body buffered, not to be kept)
-	// or err (a cancelled loser's is the context's error), and how long it
-	// took. It runs in the attempt's goroutine, possibly after
-	// RoundTripWith has returned.
-	Done(a Attempt, resp *http.Response, err error, elapsed time.Duration)
+	// trip and body read have ended: resp (body buffered, not to be kept;
+	// nil if the attempt failed), the verdict (nil if resp was accepted,
+	// else why not: Accept's error, or the attempt's own error, for a
+	// cancelled loser its context's), and how long it took. It runs in the
+	// attempt's goroutine, possibly after RoundTripWith has returned.
+	Done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration)
 }
 
-// RoundTrip implements http.RoundTripper.
+// RefusedError is RoundTripWith's error when no attempt's response was
+// accepted: Response is the last refused one, now the caller's to close,
+// and Err (which it wraps) wraps ErrNotAccepted and the verdict.
+type RefusedError struct {
+	Response *http.Response
+	Err      error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// RoundTrip implements http.RoundTripper. A response that no attempt
+// could better, though Accept refused it (a 503, say), is returned as the
+// server's answer, with a nil error, as http.Client expects.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.RoundTripWith(req, nil)
+	resp, err := t.RoundTripWith(req, nil)
+	if re, ok := err.(*RefusedError); ok {
+		return re.Response, nil
+	}
+	return resp, err
 }
 
 // RoundTripWith is RoundTrip with per-request hooks; nil hooks mean the
-// Transport's defaults. Requests that are not hedged (see SafeMethods)
-// pass through without hooks.
+// Transport's defaults. A request that is not hedged (see SafeMethods)
+// passes through, seen only by Rewrite. When no response is accepted, the
+// error is a *RefusedError holding the last one.
 func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
 	}
 	if !t.hedgeable(req) {
-		return t.passThrough(req)
+		return t.passThrough(req, hooks)
 	}
 	rt, _ := t.trips.Get().(*roundTrip)
 	if rt == nil {
@@ -281,8 +272,7 @@ func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
-			// The last answer, a 503 say, is still the server's answer.
-			return resp, nil
+			return nil, &RefusedError{Response: resp, Err: err}
 		}
 		if resp != nil {
 			resp.Body.Close()
@@ -330,37 +320,21 @@ func (t *Transport) hedgeable(req *http.Request) bool {
 }
 
 // passThrough sends a request that may not be duplicated, once.
-func (t *Transport) passThrough(req *http.Request) (*http.Response, error) {
-	if len(t.targets) == 0 {
+func (t *Transport) passThrough(req *http.Request, hooks RequestHooks) (*http.Response, error) {
+	if len(t.targets) == 0 && hooks == nil {
 		return t.base.RoundTrip(req)
 	}
 	out := req.WithContext(req.Context())
-	u := new(url.URL)
-	rewriteURL(u, req.URL, t.targets[0])
-	out.URL = u
-	out.Host = ""
-	return t.base.RoundTrip(out)
-}
-
-// rewriteURL sets *dst to src re-aimed at target.
-func rewriteURL(dst, src, target *url.URL) {
-	*dst = *src
-	dst.Scheme = target.Scheme
-	dst.Host = target.Host
-	if target.Path != "" {
-		if target.RawPath == "" && src.RawPath == "" {
-			dst.Path = joinSlash(target.Path, src.Path)
-		} else {
-			escaped := joinSlash(target.EscapedPath(), src.EscapedPath())
-			if p, err := url.PathUnescape(escaped); err == nil {
-				dst.Path, dst.RawPath = p, escaped
-			}
-		}
+	if len(t.targets) > 0 {
+		u := new(url.URL)
+		rewriteURL(u, req.URL, t.targets[0])
+		out.URL = u
+		out.Host = ""
 	}
-}
-
-func joinSlash(a, b string) string {
-	return strings.TrimSuffix(a, "/") + "/" + strings.TrimPrefix(b, "/")
+	if hooks != nil {
+		hooks.Rewrite(Attempt{}, out)
+	}
+	return t.base.RoundTrip(out)
 }
 
 // roundTrip is the state of one hedged request. Nothing outside references
@@ -373,8 +347,9 @@ type roundTrip struct {
 	rh   RequestHooks
 	rcpt func(Receipt) // from the request's context (WithReceipt)
 	p    *primaryState
-	// Requests of attempts that run in their own goroutine, built at
-	// launch; allocated with the first hedge.
+	// Requests built at launch: the primary's, and the hedges' (allocated
+	// with the first hedge).
+	primary  preparedRequest
 	prepared *[MaxAttemptsCap]preparedRequest
 }
 
@@ -387,13 +362,12 @@ type primaryState struct {
 	body bufferedBody
 }
 
-// request builds attempt a's request from the caller's. An attempt that
-// runs in its own goroutine gets its request built at launch (prepare),
-// while the caller still owns req: a loser may outlive RoundTrip, and by
-// then the caller may reuse req.
+// request builds attempt a's request from the caller's, at launch (see
+// prepare), and lets the hooks rewrite it.
 //
 // detached says the attempt runs in its own goroutine: its request then
-// gets its own URL and header map, not the caller's.
+// gets its own URL and header map, not the caller's, since a loser may
+// outlive RoundTrip, and by then the caller may reuse req.
 func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*http.Request, error) {
 	req, t := rt.req, rt.t
 	out := req.WithContext(ctx)
@@ -426,6 +400,9 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		}
 		out.Body = body
 	}
+	if rt.rh != nil {
+		rt.rh.Rewrite(a, out)
+	}
 	return out, nil
 }
 
@@ -435,7 +412,15 @@ type preparedRequest struct {
 	err error
 }
 
+// prepare builds attempt a's request as it is launched, under the
+// operation's lock: so the hooks' Rewrite of each attempt runs in launch
+// order, never concurrently with another attempt's.
 func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
+	if a.Index == 0 {
+		req, err := rt.request(ctx, a, !rt.t.hooks.inline)
+		rt.primary = preparedRequest{req, err}
+		return
+	}
 	if rt.prepared == nil {
 		rt.prepared = new([MaxAttemptsCap]preparedRequest)
 	}
@@ -443,23 +428,20 @@ func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 	rt.prepared[a.Index] = preparedRequest{req, err}
 }
 
-func (rt *roundTrip) done(a Attempt, resp *http.Response, err error, elapsed time.Duration) {
+func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
 	if rt.rh != nil {
-		rt.rh.Done(a, resp, err, elapsed)
+		rt.rh.Done(a, resp, verdict, elapsed)
 	}
 }
 
-// call performs attempt a: builds (or takes) its request, sends it, and
-// reads the body in full.
+// call performs attempt a: sends the request prepare built, and reads the
+// body in full.
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	var out *http.Request
-	var err error
-	if a.Index == 0 && rt.t.hooks.inline {
-		out, err = rt.request(ctx, a, false) // on the caller's goroutine
-	} else {
-		p := rt.prepared[a.Index]
-		out, err = p.req, p.err
+	p := &rt.primary
+	if a.IsHedge() {
+		p = &rt.prepared[a.Index]
 	}
+	out, err := p.req, p.err
 	if err != nil {
 		return nil, err
 	}
@@ -490,8 +472,13 @@ func (rt *roundTrip) accept(resp *http.Response, err error) error {
 	if rt.t.accept != nil {
 		return rt.t.accept(resp)
 	}
-	// A final status below 500 wins. A 1xx here can only be a stray 101:
-	// hedged requests never ask for a protocol switch.
+	return DefaultAccept(resp)
+}
+
+// DefaultAccept is the Transport's acceptance check when Accept is nil: a
+// final status (200 or more) below 500 wins. A 1xx here can only be a
+// stray 101, since hedged requests never ask for a protocol switch.
+func DefaultAccept(resp *http.Response) error {
 	if resp.StatusCode >= 500 || resp.StatusCode < 200 {
 		return statusError(resp.StatusCode)
 	}
@@ -521,119 +508,3 @@ type statusError int
 func (s statusError) Error() string {
 	return "hedge: status " + strconv.Itoa(int(s))
 }
-
-// bufferedBody is a response body read in full into a pooled buffer.
-type bufferedBody struct {
-	buf    *[]byte
-	b      []byte
-	off    int
-	closed bool
-}
-
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-// maxPooledBody keeps one huge response from pinning its buffer forever.
-const maxPooledBody = 256 << 10
-
-// fill reads resp.Body in full (at most limit bytes) and closes it.
-func (b *bufferedBody) fill(resp *http.Response, limit int64) error {
-	r := resp.Body
-	defer r.Close()
-	if resp.ContentLength > limit {
-		return fmt.Errorf("%w: %d bytes announced, limit %d", ErrResponseTooLarge, resp.ContentLength, limit)
-	}
-	bp := bodyPool.Get().(*[]byte)
-	buf := (*bp)[:0]
-	if cl := resp.ContentLength; cl >= 0 && cl+1 > int64(cap(buf)) {
-		buf = make([]byte, 0, cl+1) // room for the read that sees EOF
-	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		// Never ask for more than limit+1 bytes in all: one past the limit
-		// is enough to know the body is too large.
-		end := cap(buf)
-		if room := limit - int64(len(buf)); room < int64(end-len(buf)-1) {
-			end = len(buf) + int(room) + 1
-		}
-		n, err := r.Read(buf[len(buf):end])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			b.put(bp, buf)
-			return fmt.Errorf("%w: more than %d bytes", ErrResponseTooLarge, limit)
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			b.put(bp, buf)
-			return err
-		}
-	}
-	*bp = buf
-	b.buf, b.b, b.off, b.closed = bp, buf, 0, false
-	return nil
-}
-
-func (b *bufferedBody) put(bp *[]byte, buf []byte) {
-	if cap(buf) <= maxPooledBody {
-		*bp = buf[:0]
-		bodyPool.Put(bp)
-	}
-}
-
-func (b *bufferedBody) Read(p []byte) (int, error) {
-	if b.closed {
-		return 0, errBodyClosed
-	}
-	if b.off >= len(b.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.b[b.off:])
-	b.off += n
-	return n, nil
-}
-
-// Bytes returns the unread bytes without consuming them, so an acceptance
-// check can look at a body and leave it for the caller. Bodies returned by
-// the Transport (except for HEAD) implement interface{ Bytes() []byte }.
-// The slice is valid until Close.
-func (b *bufferedBody) Bytes() []byte {
-	if b.closed {
-		return nil
-	}
-	return b.b[b.off:]
-}
-
-// Len reports the unread bytes, so a proxy can announce Content-Length.
-func (b *bufferedBody) Len() int {
-	if b.closed {
-		return 0
-	}
-	return len(b.b) - b.off
-}
-
-// WriteTo lets io.Copy skip an intermediate buffer.
-func (b *bufferedBody) WriteTo(w io.Writer) (int64, error) {
-	if b.closed {
-		return 0, errBodyClosed
-	}
-	if b.off >= len(b.b) {
-		return 0, nil
-	}
-	n, err := w.Write(b.b[b.off:])
-	b.off += n
-	return int64(n), err
-}
-
-// Close returns the buffer to the pool. It is safe to call more than once.
-func (b *bufferedBody) Close() error {
-	if b.buf != nil {
-		b.put(b.buf, b.b)
-	}
-	b.buf, b.b, b.off, b.closed = nil, nil, 0, true
-	return nil
-}
-
-var errBodyClosed = errors.New("hedge: read on closed response body")

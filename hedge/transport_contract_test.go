@@ -50,7 +50,7 @@ func TestLoserNeverReadsCallerRequestAfterReturn(t *testing.T) {
 			if !detach {
 				delay = time.Millisecond
 			}
-			tr, err := NewTransport(TransportConfig{Base: logging{net}, DetachPrimary: detach, Hedger: mustNew(t, Policy{Delay: delay})})
+			tr, err := NewTransport(TransportConfig{Base: logging{net}, InlinePrimary: !detach, Hedger: mustNew(t, Policy{Delay: delay})})
 			if err != nil {
 				t.Fatal(err)
 			}

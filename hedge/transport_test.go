@@ -27,6 +27,7 @@ type replica struct {
 	ignore   bool // keep working after the client cancels
 	mu       sync.Mutex
 	headers  []string
+	marks    []string // X-Attempt, as testHooks.Rewrite writes it
 	paths    []string
 	hosts    []string
 	finished atomic.Int32
@@ -35,6 +36,7 @@ type replica struct {
 func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.headers = append(r.headers, req.Header.Get(HedgeHeader))
+	r.marks = append(r.marks, req.Header.Get("X-Attempt"))
 	r.paths = append(r.paths, req.URL.RawPath+"|"+req.URL.Path+"?"+req.URL.RawQuery)
 	r.hosts = append(r.hosts, req.Host)
 	r.mu.Unlock()
@@ -48,6 +50,12 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(r.status)
 	}
 	io.WriteString(w, r.body)
+}
+
+func (r *replica) attempts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.marks...)
 }
 
 func (r *replica) seen() []string {
@@ -65,6 +73,7 @@ func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[s
 	var c collector
 	p.Observer = &c
 	cfg.Base = net
+	cfg.InlinePrimary = true // memnet returns at once on cancellation, as net/http does
 	cfg.Hedger = mustNew(t, p)
 	cfg.OnReceipt = func(_ *http.Request, r Receipt) { c.receipt(r) }
 	tr, err := NewTransport(cfg)
@@ -540,13 +549,22 @@ func TestNewClientOptions(t *testing.T) {
 	}
 }
 
-// testHooks steers a request and records what RoundTripWith reports.
+// testHooks steers a request, stamps each attempt's request with its
+// index and target, and records what RoundTripWith reports.
 type testHooks struct {
 	mu      sync.Mutex
 	picks   []string
 	admit   bool
+	rewrote []string
 	done    map[int]string
 	elapsed map[int]time.Duration
+}
+
+func (h *testHooks) Rewrite(a Attempt, out *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rewrote = append(h.rewrote, fmt.Sprintf("%d %s %s", a.Index, out.URL.Host, out.Header.Get(HedgeHeader)))
+	out.Header.Set("X-Attempt", strconv.Itoa(a.Index))
 }
 
 func (h *testHooks) Pick(a Attempt, used []int) (int, bool) {
@@ -558,7 +576,7 @@ func (h *testHooks) Pick(a Attempt, used []int) (int, bool) {
 
 func (h *testHooks) Admit(a Attempt) bool { return h.admit }
 
-func (h *testHooks) Done(a Attempt, resp *http.Response, err error, elapsed time.Duration) {
+func (h *testHooks) Done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done == nil {
@@ -567,9 +585,12 @@ func (h *testHooks) Done(a Attempt, resp *http.Response, err error, elapsed time
 	if _, dup := h.done[a.Index]; dup {
 		panic("Done twice for one attempt")
 	}
-	if err != nil {
-		h.done[a.Index] = err.Error()
-	} else {
+	switch {
+	case resp == nil:
+		h.done[a.Index] = verdict.Error()
+	case verdict != nil:
+		h.done[a.Index] = strconv.Itoa(resp.StatusCode) + " refused: " + verdict.Error()
+	default:
 		h.done[a.Index] = strconv.Itoa(resp.StatusCode)
 	}
 	h.elapsed[a.Index] = elapsed
@@ -596,6 +617,14 @@ func TestRoundTripWithHooks(t *testing.T) {
 		if h.done[0] != "context canceled" || h.done[1] != "200" || h.elapsed[1] != 2*time.Millisecond || h.elapsed[0] != 12*time.Millisecond {
 			t.Errorf("Done: %v %v", h.done, h.elapsed)
 		}
+		// Rewrite sees each attempt's request as it leaves: aimed at its
+		// target, the hedge marked; what it writes is what is sent.
+		if fmt.Sprint(h.rewrote) != "[0 b  1 a 1]" {
+			t.Errorf("Rewrite saw %q, want the primary to b unmarked, then the hedge to a marked 1", h.rewrote)
+		}
+		if got := fmt.Sprint(a.attempts(), b.attempts()); got != "[1] [0]" {
+			t.Errorf("X-Attempt as received by a, b: %s, want [1] [0]", got)
+		}
 		if r := c.last(t); r.WinnerTargetName != "http://a" {
 			t.Errorf("receipt %+v", r)
 		}
@@ -610,6 +639,51 @@ func TestRoundTripWithHooks(t *testing.T) {
 		synctest.Wait()
 		if r := c.last(t); r.HedgesSuppressed.Capacity != 1 || len(h2.done) != 1 || h2.done[0] != "200" {
 			t.Errorf("receipt %+v, done %v", r, h2.done)
+		}
+	})
+}
+
+// With hooks, a request no attempt could answer acceptably comes back as a
+// *RefusedError holding the last refused response, with Done given each
+// verdict; plain RoundTrip returns that response as the server's answer.
+// A request that is not hedged passes through to the first target, seen by
+// Rewrite alone.
+func TestRoundTripWithRefusedAndPassThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &replica{lat: time.Millisecond, status: 503, body: "busy a"}
+		b := &replica{lat: time.Millisecond, status: 503, body: "busy b"}
+		tr, _ := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*replica{"a": a, "b": b})
+		h := &testHooks{admit: true}
+		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+		resp, err := tr.RoundTripWith(req, h)
+		var re *RefusedError
+		if resp != nil || !errors.As(err, &re) || !errors.Is(err, ErrNotAccepted) {
+			t.Fatalf("RoundTripWith = %v, %v; want nil and a *RefusedError wrapping ErrNotAccepted", resp, err)
+		}
+		body, _ := io.ReadAll(re.Response.Body)
+		re.Response.Body.Close()
+		synctest.Wait()
+		if re.Response.StatusCode != 503 || string(body) != "busy a" {
+			t.Errorf("refused response %d %q, want the last one, a's 503", re.Response.StatusCode, body)
+		}
+		if h.done[0] != "503 refused: hedge: status 503" || h.done[1] != "503 refused: hedge: status 503" {
+			t.Errorf("Done verdicts %v", h.done)
+		}
+		resp, err = tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("RoundTrip = %v, %v; want the 503 and no error", resp, err)
+		}
+		resp.Body.Close()
+
+		h = &testHooks{admit: true}
+		req, _ = http.NewRequest(http.MethodPost, "http://x/p", strings.NewReader("x"))
+		if resp, err = tr.RoundTripWith(req, h); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if fmt.Sprint(h.rewrote) != "[0 a ]" || len(h.picks) != 0 || len(h.done) != 0 {
+			t.Errorf("pass-through: rewrote %q picks %v done %v; want Rewrite alone, with the zero Attempt", h.rewrote, h.picks, h.done)
 		}
 	})
 }

@@ -71,10 +71,27 @@ const (
 // NewTransport.
 var ErrInvalidConfig = errors.New("tied: invalid config")
 
-// errDropped is the acceptance verdict on an answer dropped for its twin.
-// It wraps hedge.ErrNotAnAnswer: a dropped copy says nothing, so the
-// engine returns the other copy's failure, if any, rather than it.
-var errDropped = fmt.Errorf("tied: copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
+// ErrDropped is the acceptance verdict on an answer dropped for its twin
+// (see Accept). It wraps hedge.ErrNotAnAnswer: a dropped copy says
+// nothing, so the engine returns the other copy's failure, if any, rather
+// than it.
+var ErrDropped = fmt.Errorf("tied: copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
+
+// Accept returns an acceptance check for the hedge engine
+// (hedge.TransportConfig.Accept) that refuses an answer dropped for its
+// twin with ErrDropped, whatever its status, and asks accept (nil means
+// hedge.DefaultAccept) about any other.
+func Accept(accept func(*http.Response) error) func(*http.Response) error {
+	if accept == nil {
+		accept = hedge.DefaultAccept
+	}
+	return func(resp *http.Response) error {
+		if Dropped(resp) {
+			return ErrDropped
+		}
+		return accept(resp)
+	}
+}
 
 // NewTie returns a fresh tie identity: 128 random bits as 26 base32
 // characters.

@@ -1,12 +1,9 @@
 package tied
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -76,14 +73,14 @@ type TransportConfig struct {
 // untied (nothing is left to cancel). A tied request is not a retry,
 // though: if the copy that started fails after its twin was dropped, the
 // failure is the answer (the last answer is returned when none is
-// acceptable, as hedge.Transport does). Receipts, bounded bodies and loser
-// cancellation are the engine's. Safe for concurrent use.
+// acceptable, as hedge.Transport does). A request the engine would not send
+// twice (see SafeMethods) goes once, untied, to the first target. Receipts,
+// bounded bodies and loser cancellation are the engine's. Safe for
+// concurrent use.
 type Transport struct {
 	ht      *hedge.Transport
 	base    http.RoundTripper
 	origins []string // per target: scheme://host, what PeerHeader carries
-	safe    map[string]bool
-	accept  func(*http.Response) error
 	next    atomic.Uint64
 }
 
@@ -92,7 +89,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if len(cfg.Targets) < 2 {
 		return nil, fmt.Errorf("%w: tied requests need at least two targets, have %d", ErrInvalidConfig, len(cfg.Targets))
 	}
-	t := &Transport{base: cfg.Base, accept: cfg.Accept}
+	t := &Transport{base: cfg.Base}
 	seen := make(map[string]bool, len(cfg.Targets))
 	for _, s := range cfg.Targets {
 		u, err := hedge.ParseTarget(s)
@@ -106,12 +103,6 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		}
 		seen[origin] = true
 		t.origins = append(t.origins, origin)
-	}
-	for _, m := range cfg.SafeMethods {
-		if t.safe == nil {
-			t.safe = make(map[string]bool)
-		}
-		t.safe[m] = true // hedge.NewTransport checks the spelling
 	}
 	delay := cfg.Delay
 	switch {
@@ -141,11 +132,11 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.base = hedge.NewBaseTransport()
 	}
 	t.ht, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:         tieBase{t.base},
+		Base:         t.base,
 		Hedger:       h,
 		Targets:      cfg.Targets,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		Accept:       t.acceptResponse,
+		Accept:       Accept(cfg.Accept),
 		SafeMethods:  cfg.SafeMethods,
 		OnReceipt:    cfg.OnReceipt,
 	})
@@ -157,26 +148,23 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL == nil || !t.tieable(req) {
-		return t.ht.RoundTrip(req) // sent once, untied (tieBase strips stray tie headers)
-	}
 	n := uint64(len(t.origins))
 	first := int((t.next.Add(1) - 1) % n)
-	p := &pair{id: NewTie(), targets: [2]int{first, (first + 1) % int(n)}}
+	p := &pair{targets: [2]int{first, (first + 1) % int(n)}}
 	p.peers = [2]string{t.origins[p.targets[1]], t.origins[p.targets[0]]}
-	r := req.WithContext(context.WithValue(req.Context(), pairKey{}, p))
-	resp, err := t.ht.RoundTripWith(r, p)
-	if err == nil && Dropped(resp) {
+	resp, err := t.ht.RoundTripWith(req, p)
+	var refused *hedge.RefusedError
+	if !errors.As(err, &refused) {
+		return resp, err
+	}
+	if Dropped(refused.Response) {
 		// Every copy was dropped (the engine returns any other failure
 		// before a dropped answer, which is not an answer): a dropped
 		// answer is never the result.
-		resp.Body.Close()
+		refused.Response.Body.Close()
 		return nil, fmt.Errorf("%w: the only answer was a copy dropped for its twin", ErrNoAnswer)
 	}
-	if resp != nil {
-		resp.Request = req
-	}
-	return resp, err
+	return refused.Response, nil // the server's answer, though not acceptable
 }
 
 // ErrNoAnswer is returned when the only answers to a tied request were
@@ -195,99 +183,49 @@ func (t *Transport) CloseIdleConnections() {
 // Hedger returns the engine's Hedger, for its Stats.
 func (t *Transport) Hedger() *hedge.Hedger { return t.ht.Hedger() }
 
-// tieable reports whether req may be sent twice, as hedge.Transport decides.
-func (t *Transport) tieable(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead:
-	default:
-		if !t.safe[req.Method] {
-			return false
-		}
-	}
-	if len(req.Header["Upgrade"]) > 0 || headerHasToken(req.Header["Connection"], "upgrade") {
-		return false
-	}
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
-
-func headerHasToken(vals []string, token string) bool {
-	for _, v := range vals {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (t *Transport) acceptResponse(resp *http.Response) error {
-	if Dropped(resp) {
-		return errDropped
-	}
-	if t.accept != nil {
-		return t.accept(resp)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode >= 500 {
-		return statusError(resp.StatusCode)
-	}
-	return nil
-}
-
-type statusError int
-
-func (s statusError) Error() string { return "tied: status " + strconv.Itoa(int(s)) }
-
 // pair is one tied request: its identity, the targets of its two copies and
-// what each copy names as its peer. It steers the engine (hedge.RequestHooks)
-// and travels in the request's context to tieBase.
+// what each copy names as its peer. It steers the engine
+// (hedge.RequestHooks) and stamps each copy with its tie headers.
 type pair struct {
-	id      string
+	id      string    // made as the first copy's target is picked
 	targets [2]int    // of the first and second copy
 	peers   [2]string // PeerHeader of the first and second copy
-	// picked[i]: the engine picked copy i's target, so requests with
-	// attempt i in their context are this pair's (and not, say, a pass-
-	// through request made under an outer hedge.Do's attempt). Written
-	// under the engine's lock before the copy starts.
-	picked [2]bool
+	// tied[i]: copy i goes tied. Written by Pick, under the engine's lock,
+	// before the copy's request is built.
+	tied [2]bool
 }
-
-type pairKey struct{}
 
 // Pick implements hedge.RequestHooks.
 func (p *pair) Pick(a hedge.Attempt, used []int) (int, bool) {
 	if a.Index > 1 {
 		return 0, false
 	}
-	p.picked[a.Index] = true
+	if a.Index == 0 {
+		p.id = NewTie()
+	}
+	// A copy sent because the first failed has nothing to cancel.
+	p.tied[a.Index] = a.Trigger != hedge.TriggerFailure
 	return p.targets[a.Index], true
 }
 
 // Admit implements hedge.RequestHooks.
 func (p *pair) Admit(hedge.Attempt) bool { return true }
 
-// Done implements hedge.RequestHooks.
-func (p *pair) Done(hedge.Attempt, *http.Response, error, time.Duration) {}
-
-// tieBase is the engine's base transport: it stamps each copy with its tie
-// headers (the engine has no per-attempt header hook), on a copy of the
-// request, and sends it with the caller's base.
-type tieBase struct{ base http.RoundTripper }
-
-func (b tieBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	p, _ := ctx.Value(pairKey{}).(*pair)
-	a, ok := hedge.AttemptFrom(ctx)
-	tied := p != nil && ok && a.Index < 2 && p.picked[a.Index] &&
-		// A copy sent because the first failed has nothing to cancel.
-		a.Trigger != hedge.TriggerFailure
-	if !tied && len(req.Header[TieHeader]) == 0 && len(req.Header[PeerHeader]) == 0 {
-		return b.base.RoundTrip(req)
+// Rewrite implements hedge.RequestHooks: a tied copy carries the tie and
+// its twin's server; any other request goes without tie headers, even if
+// the caller's had some (a request that is not tied must not cancel
+// anything).
+func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
+	tied := a.Index < 2 && p.tied[a.Index]
+	if !tied && len(out.Header[TieHeader]) == 0 && len(out.Header[PeerHeader]) == 0 {
+		return
 	}
-	out := req.WithContext(ctx)
-	out.Header = req.Header.Clone()
-	if out.Header == nil {
-		out.Header = make(http.Header, 2)
+	if !a.IsHedge() {
+		// The primary's header map is the caller's.
+		out.Header = out.Header.Clone()
+		if out.Header == nil {
+			out.Header = make(http.Header, 2)
+		}
 	}
 	if tied {
 		out.Header[TieHeader] = []string{p.id}
@@ -296,5 +234,7 @@ func (b tieBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		delete(out.Header, TieHeader)
 		delete(out.Header, PeerHeader)
 	}
-	return b.base.RoundTrip(out)
 }
+
+// Done implements hedge.RequestHooks.
+func (p *pair) Done(hedge.Attempt, *http.Response, error, time.Duration) {}

@@ -32,7 +32,9 @@ func tailgate(b *testing.B, base http.RoundTripper, targets []string) http.Round
 	if err != nil {
 		b.Fatal(err)
 	}
-	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Hedger: h, Targets: targets})
+	// InlinePrimary: the in-memory base returns at once, as net/http does
+	// on cancellation (with an *http.Transport base it is the default).
+	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Hedger: h, Targets: targets, InlinePrimary: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,12 @@ import (
 type Transport struct {
 	mu    sync.Mutex
 	hosts map[string]http.Handler
-	wg    sync.WaitGroup
+	// busy counts handlers running, under mu; idle is signalled when it
+	// drops to zero. Not a WaitGroup: a RoundTrip in a goroutine of its
+	// own (a detached hedge primary) may start a handler with nothing
+	// ordering it before a Wait that, in virtual time, surely comes after.
+	busy int
+	idle *sync.Cond
 }
 
 // Handle registers h for host ("a:80", as in a URL).
@@ -55,9 +60,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
-	t.wg.Add(1)
+	t.mu.Lock()
+	t.busy++
+	t.mu.Unlock()
 	go func() {
-		defer t.wg.Done()
+		defer t.handlerDone()
 		defer close(done)
 		h.ServeHTTP(rec, req)
 	}()
@@ -71,8 +78,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+func (t *Transport) handlerDone() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy--; t.busy == 0 && t.idle != nil {
+		t.idle.Broadcast()
+	}
+}
+
 // Wait blocks until every handler started so far has returned.
-func (t *Transport) Wait() { t.wg.Wait() }
+func (t *Transport) Wait() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idle == nil {
+		t.idle = sync.NewCond(&t.mu)
+	}
+	for t.busy > 0 {
+		t.idle.Wait()
+	}
+}
 
 // Sleep waits for d or until ctx is done, whichever comes first, and
 // reports whether the full d elapsed.

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/deadline"
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// exchange is one proxied read as the hedging engine sees it: the request
+// to forward, and the hooks that pick replicas, hold their breaker tickets
+// and attempt slots, stamp tied copies, and feed each attempt's outcome
+// back. It lives until the handler and every attempt are done with it
+// (refs), then returns to the pool: attempts outlive the handler when they
+// lose, and the pool saves the request, URL and tickets' allocation per
+// read.
+type exchange struct {
+	g       *Gateway
+	req     http.Request
+	url     url.URL
+	tickets [hedge.MaxAttemptsCap]replica.Ticket
+	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
+	refs    atomic.Int32                    // the handler and each attempt still running
+	started bool                            // the primary was picked (set on the handler's goroutine)
+
+	// Tied mode only (see tied.go).
+	tie   tieState
+	first atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
+}
+
+// newExchange returns the exchange of read r, holding the request to
+// forward: a copy of r (with r's context; the engine adds the timeout)
+// with its own URL, the headers to forward, deadlineValue as the
+// primary's Tailgate-Timeout (nil: the deadline Transport writes it) and
+// no body.
+func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange {
+	x, _ := g.exchanges.Get().(*exchange)
+	if x == nil {
+		x = &exchange{g: g}
+	}
+	x.refs.Store(2) // the handler and the primary
+	out := &x.req
+	*out = *r
+	x.url = targetURL(r)
+	out.URL = &x.url
+	out.Header = forwardedHeaders(r)
+	if deadlineValue != nil {
+		out.Header[deadline.Header] = deadlineValue // at most the time left as the primary is sent
+	} else {
+		delete(out.Header, deadline.Header) // the client's, if any: the Transport writes ours
+	}
+	out.Host = ""
+	out.RequestURI = ""
+	out.Body = http.NoBody
+	out.ContentLength = 0
+	out.Close = false
+	return x
+}
+
+// handlerDone gives up the handler's reference once the engine has
+// returned. If the primary never started (no replica, or the client had
+// gone before the engine ran), its slot and reference were never handed
+// to an attempt: they go too.
+func (x *exchange) handlerDone() {
+	if !x.started {
+		x.g.attempts.release()
+		x.unref()
+	}
+	x.unref()
+}
+
+func (x *exchange) unref() {
+	if x.refs.Add(-1) == 0 {
+		x.req = http.Request{}
+		x.url = url.URL{}
+		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
+		x.picked = [hedge.MaxAttemptsCap]time.Time{}
+		x.started = false
+		x.tie = tieState{}
+		x.first.Store(nil)
+		x.g.exchanges.Put(x)
+	}
+}
+
+// targetURL returns the URL to forward r to: its path and query byte for
+// byte, as the client sent them (the scheme and host are the replica's,
+// set per attempt).
+func targetURL(r *http.Request) url.URL {
+	path, query, hasQuery := strings.Cut(r.RequestURI, "?")
+	forceQuery := hasQuery && query == "" // keep a bare "?"
+	if strings.HasPrefix(path, "//") {
+		// An opaque "//x" would read as a host; keep the parsed form.
+		return url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: query, ForceQuery: forceQuery}
+	}
+	return url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
+}
+
+// Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
+// replica no earlier attempt used. A hedge never goes to a replica on
+// probation; an attempt after a failure does when nothing else is left (a
+// slow answer beats an error). In tied mode the second copy's replica is
+// picked with the primary (see tie).
+func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
+	now := time.Now()
+	var i int
+	var t replica.Ticket
+	var ok bool
+	switch {
+	case a.Index == 0:
+		i, t, ok = x.g.set.PickPrimary(now)
+		if ok && x.g.tied {
+			x.tieTo(now, i)
+		}
+	case x.g.tied:
+		return x.pickTwin(now, a, used)
+	case a.Trigger == hedge.TriggerFailure:
+		i, t, ok = x.g.set.PickRetry(now, used)
+	default:
+		i, t, ok = x.g.set.PickAlternate(now, used)
+	}
+	if ok {
+		x.tickets[a.Index], x.picked[a.Index] = t, now
+		if a.Index == 0 {
+			x.started = true
+		}
+	}
+	return i, ok
+}
+
+// Admit implements hedge.RequestHooks: a hedge needs a free attempt slot.
+func (x *exchange) Admit(a hedge.Attempt) bool {
+	if !x.g.attempts.tryAcquire() {
+		// Given back as picked: it took no time, so it is no latency
+		// sample, not even a lower bound.
+		x.g.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
+		if x.g.tied {
+			x.tie.copies[a.Index] = false // not sent after all
+		}
+		return false
+	}
+	if x.g.tied && x.tie.copies[a.Index] {
+		x.g.metrics.tiedCopy(a.Index)
+	}
+	x.refs.Add(1)
+	return true
+}
+
+// Rewrite implements hedge.RequestHooks: in tied mode, each copy carries
+// its tie (see stampTie); a hedging gateway sends requests as built.
+func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
+	if x.g.tied {
+		x.stampTie(a, out)
+	}
+}
+
+// Done implements hedge.RequestHooks: the attempt's outcome goes to its
+// replica's breaker and latency, and its slot is freed.
+func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
+	// The attempt started as its replica was picked: no clock read needed.
+	// (A tied second copy's replica was picked with the primary: picked
+	// is then its ticket's start, and the latency the set records, from
+	// that start to the time given, is still elapsed.)
+	o, end := outcome(verdict), x.picked[a.Index].Add(elapsed)
+	if x.g.tied {
+		o, end = x.tiedDone(a, resp, o, end)
+	}
+	x.g.set.Done(x.tickets[a.Index], o, end)
+	x.g.attempts.release()
+	x.unref()
+}
+
+// outcome classifies an attempt for the breaker by the engine's verdict:
+// an accepted answer is a success, and so is a too-large body (the
+// replica answered); a cancellation (a lost race, a client gone, a
+// deadline) is neutral; anything else (a transport error, a 5xx) is a
+// failure.
+func outcome(verdict error) replica.Outcome {
+	switch {
+	case verdict == nil, errors.Is(verdict, hedge.ErrResponseTooLarge):
+		return replica.Success
+	case errors.Is(verdict, context.Canceled), errors.Is(verdict, context.DeadlineExceeded):
+		return replica.Canceled
+	}
+	return replica.Failure
+}

@@ -1,0 +1,65 @@
+package hedge
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ParseTarget parses and checks a target base URL: http or https, a host,
+// no query, fragment or user information.
+func ParseTarget(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidPolicy, s, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: target %q: scheme must be http or https", ErrInvalidPolicy, s)
+	case u.Host == "":
+		return nil, fmt.Errorf("%w: target %q: no host", ErrInvalidPolicy, s)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("%w: target %q: must not have a query or fragment", ErrInvalidPolicy, s)
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: target %q: must not carry user information", ErrInvalidPolicy, s)
+	}
+	if u.Path == "/" {
+		u.Path, u.RawPath = "", ""
+	}
+	// One spelling per target, so duplicates are caught however written:
+	// scheme and host in lower case, the scheme's default port dropped.
+	u.Scheme = strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	u.Host = host
+	if strings.Contains(host, ":") {
+		u.Host = "[" + host + "]" // an IPv6 literal
+	}
+	if port != "" {
+		u.Host += ":" + port
+	}
+	return u, nil
+}
+
+// rewriteURL sets *dst to src re-aimed at target.
+func rewriteURL(dst, src, target *url.URL) {
+	*dst = *src
+	dst.Scheme = target.Scheme
+	dst.Host = target.Host
+	if target.Path != "" {
+		if target.RawPath == "" && src.RawPath == "" {
+			dst.Path = joinSlash(target.Path, src.Path)
+		} else {
+			escaped := joinSlash(target.EscapedPath(), src.EscapedPath())
+			if p, err := url.PathUnescape(escaped); err == nil {
+				dst.Path, dst.RawPath = p, escaped
+			}
+		}
+	}
+}
+
+func joinSlash(a, b string) string {
+	return strings.TrimSuffix(a, "/") + "/" + strings.TrimPrefix(b, "/")
+}
