@@ -38,57 +38,31 @@ const (
 
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
-	// Backends are the base URLs of the equivalent replicas: http, a
-	// host and port, no path or query; at least one, no duplicates (however
-	// spelled: hosts are compared in lower case, default ports dropped). A hedge always goes to
-	// a different replica than the attempts before it while one is left.
+	// Backends are the base URLs of the equivalent replicas: http, a host
+	// and port, no path or query; at least one, no duplicates (however
+	// spelled). A hedge always goes to a different replica than the
+	// attempts before it while one is left.
 	Backends []string
 
 	// Policy is the hedging policy. The zero Policy hedges after an
 	// adaptive delay (p95 of recent latencies), at most one hedge per
 	// request, within a budget of 10% extra attempts (burst 10), with the
 	// overload gate on. Unless Policy.Gate.Load is set, the gate also
-	// weighs the gateway's limits and breakers (see Gateway). With Tied,
-	// see there for what applies.
+	// weighs the gateway's limits and breakers. With Tied, see there.
 	Policy hedge.Policy
 
 	// Tied sends every read as a tied request (package tied) instead of
-	// hedging it: the first copy to the primary, picked as always; the
-	// second, TiedDelay later unless the first has answered acceptably,
-	// to the replica a hedge would get (PickAlternate: never the primary,
-	// never one on probation); both carry one tie identity
-	// (tied.TieHeader) and the base URL of the other copy's backend
-	// (tied.PeerHeader), and the second is marked as a hedge
-	// (hedge.HedgeHeader), so that a tied.Server queues it behind first
-	// copies. The first acceptable answer wins and the other copy is
-	// cancelled. An answer dropped for its twin (tied.Dropped) never
-	// wins and is neutral for the breaker and for latency: it tells how
-	// soon the twin started elsewhere, nothing about its own replica.
-	//
-	// The backends must run tied.Server middleware with the other
-	// backends in its Peers (each backend's base URL as written here,
-	// canonicalised): it is their cancelling each other that keeps the
-	// duplicate work small. Without it every second copy runs in full.
-	// At least two backends are needed.
-	//
-	// Bounds: the second copy is a hedge to the engine, so the budget
-	// applies (Policy.Budget; nil means one credit per read and a burst
-	// of MaxInFlightRequests, at least 10: every read may be tied, never
-	// with more than two copies; a burst below the reads that may start
-	// within one TiedDelay of each other leaves some of them untied),
-	// as does deadline awareness (no second copy that the time left
-	// cannot cover) and the attempt limit (no second copy without a free
-	// slot in MaxInFlightAttempts, whose default doubles). The overload
-	// gate is off: every read wants its second copy by design, so the
-	// share of reads that want one says nothing of overload; the
-	// servers' queues, which serve second copies last and drop them once
-	// the twin starts, take its place. Policy.Delay must be zero (the
-	// delay is TiedDelay; Policy.Adaptive is unused), Policy.MaxAttempts
-	// zero or 2, and Policy.Gate is ignored. A read for which, as its
-	// primary is picked, no second replica is available, or the budget
-	// or the deadline would not allow a second copy, goes alone, untied;
-	// one whose first copy fails before the second is due gets the
-	// second at once, untied (nothing is left to cancel). Default false.
+	// hedging it: a second copy TiedDelay after the first, to the replica
+	// a hedge would get, both carrying one tie (tied.TieHeader) and the
+	// other copy's backend (tied.PeerHeader); the first acceptable answer
+	// wins, and an answer dropped for its twin (tied.Dropped) never does.
+	// The backends must run tied.Server with the other backends (as
+	// written here) in its Peers, or every second copy runs in full; at
+	// least two backends. The second copy is a hedge to the engine: the
+	// budget (nil: one credit per read, burst MaxInFlightRequests, at
+	// least 10), deadlines and MaxInFlightAttempts bound it; the overload
+	// gate is off. Policy.Delay must be zero, Policy.MaxAttempts zero or
+	// 2. The rules in full: docs/gateway.md. Default false.
 	Tied bool
 
 	// TiedDelay is how long the first copy of a tied request waits alone
@@ -122,28 +96,20 @@ type Config struct {
 	// BackendProtocol is ProtocolHTTP1 (default) or ProtocolH2C.
 	BackendProtocol string
 
-	// Base sends each backend attempt. Nil means a transport built from
-	// the limits above: a keep-alive pool of MaxInFlightAttempts idle
-	// connections per replica, 2s to connect, no proxy, no transparent
-	// decompression. Tests inject their own.
+	// Base sends each backend attempt; it must return at once when an
+	// attempt's context is cancelled, as net/http does (the primary runs on
+	// the handler's goroutine). Nil means a transport built from the limits
+	// above: a keep-alive pool of MaxInFlightAttempts idle connections per
+	// replica, 2s to connect, no proxy, no transparent decompression.
 	Base http.RoundTripper
 
-	// Replica configures breakers, latency tracking and probation. The
-	// gateway turns probation on (Replica.Probation.Enabled) unless
-	// DisableProbation is set, and sends the shadow requests: a replica
-	// whose median latency stays above Probation.Factor (default 3) × its
-	// peers' for Probation.Window (default 5s) gets no primaries and no
-	// hedges, only Probation.ShadowRate (default 1) shadows a second, until
-	// its shadows show it recovered; at most Probation.MaxShare (default
-	// 10%, rounded down, but at least one of two or more, and never all) of
-	// the replicas at once. See package replica.
+	// Replica configures breakers, latency tracking and probation (see
+	// package replica). The gateway turns probation on unless
+	// DisableProbation is set, and sends the shadow requests; the rules:
+	// docs/gateway.md.
 	Replica replica.Config
 
-	// DisableProbation turns latency-induced probation off. Default false:
-	// probation is on, with the conservative defaults above. It takes a
-	// replica out of the rotation only when its median, not its tail, has
-	// been several times its peers' for seconds, so that hedging alone would
-	// keep paying for it on every request that goes there.
+	// DisableProbation turns latency-induced probation off. Default false.
 	DisableProbation bool
 
 	// MaxInFlightShadows bounds shadow requests in flight. A shadow due

@@ -21,42 +21,15 @@ import (
 
 const serveSynopsis = `Runs the read gateway: a reverse proxy for GET and HEAD that sends each
 request to a primary replica chosen by latency and, when the answer is late,
-a hedge to a different replica, keeping the first acceptable answer. Metrics
-and health checks are served on a separate admin address.
+a hedge to a different replica, keeping the first acceptable answer. With
+-tied, each read is a tied request instead (the backends must run
+tied.Server). Metrics and health checks are on a separate admin address.
+SIGINT or SIGTERM drains requests in flight and exits 0. The modes, the
+probation and tied rules, and the metrics: docs/gateway.md.
 
   tailgate serve -backends http://127.0.0.1:8081,http://127.0.0.1:8082 \
     -listen 127.0.0.1:8080 -admin 127.0.0.1:9090 \
-    -hedge-delay 25ms -hedge-fraction 0.1 -max-requests 128 -max-attempts 160
-
-A replica whose median latency stays above -probation-factor times its
-peers' for -probation-window goes on probation: no primaries and no hedges,
-only -shadow-rate shadow requests a second (copies of answered reads, marked
-Tailgate-Shadow: 1, their answers discarded) until they show it recovered
-(below 2/3 of the factor, at least 1, for the window). At most
--probation-max-share of the replicas are on probation at once, rounded down,
-but at least one (of two or more) and never all. -probation=false turns it
-off.
-
-With -tied, every read is a tied request instead (The Tail at Scale): the
-first copy to the primary, the second -tied-delay later (unless the first
-has answered) to another replica, both carrying one Tailgate-Tie identity
-and, in Tailgate-Tie-Peer, the base URL of the other copy's backend; the
-second is marked Tailgate-Hedge. The first acceptable answer wins and the
-other copy is cancelled. The backends must run tied.Server middleware (Go
-package github.com/tailgate-dev/tailgate/tied) with the other backends, as
-listed in -backends, in its Peers: the server that starts a copy first has
-the other dropped from its queue, so the work runs about once. Without it,
-every read runs twice. The budget still bounds second copies (-hedge-fraction
-defaults to 1 then, -hedge-burst to -max-requests: every read may be tied,
-never with more than two copies), as do -max-attempts (default max-requests
-x 2 then) and deadlines; the overload gate is off, since every read wants
-its second copy.
-
-  tailgate serve -tied -tied-delay 1ms \
-    -backends http://10.0.0.1:8081,http://10.0.0.2:8081
-
-SIGINT or SIGTERM stops accepting, lets requests in flight finish (up to
--drain-timeout), cancels shadow requests, and exits 0.`
+    -hedge-delay 25ms -hedge-fraction 0.1 -max-requests 128 -max-attempts 160`
 
 type serveFlags struct {
 	backends       string
@@ -122,7 +95,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
 	fs.Float64Var(&f.fraction, "hedge-fraction", hedge.DefaultBudgetFraction, "hedge budget: extra attempts earned per request, in [0, 1] (with -tied, 1 unless given)")
 	fs.Float64Var(&f.burst, "hedge-burst", hedge.DefaultBudgetBurst, "hedge budget: most hedges that may go out in a row (>= 1; with -tied, at least -max-requests unless given)")
-	fs.IntVar(&f.attempts, "hedge-max-attempts", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d)", hedge.MaxAttemptsCap))
+	fs.IntVar(&f.attempts, "attempts-per-request", hedge.DefaultMaxAttempts, fmt.Sprintf("attempts per request, the primary included (1 disables hedging; at most %d; with -tied, 2)", hedge.MaxAttemptsCap))
 	fs.IntVar(&f.maxRequests, "max-requests", gateway.DefaultMaxInFlightRequests, "client requests in flight; beyond it: 503 with Retry-After")
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
@@ -140,7 +113,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.probFactor, "probation-factor", replica.DefaultProbationFactor, "probation: how many times its peers' median latency a replica's median must exceed (> 1)")
 	fs.DurationVar(&f.probWindow, "probation-window", replica.DefaultProbationWindow, "probation: how long a divergence, or a recovery, must last (> 0)")
 	fs.Float64Var(&f.probMaxShare, "probation-max-share", replica.DefaultProbationMaxShare, "probation: most replicas on probation at once, as a share in (0, 1] (rounded down, but at least 1 of 2 or more, never all)")
-	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (> 0)")
+	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (copies of answered reads, marked Tailgate-Shadow: 1, answers discarded; > 0)")
 	fs.BoolVar(&f.tied, "tied", false, "tied requests instead of hedging: each read also goes, -tied-delay later, to a second replica, the copies naming each other's backend (Tailgate-Tie, Tailgate-Tie-Peer); the backends must run tied.Server with the other backends in its Peers, or every read runs twice; needs two backends or more")
 	fs.DurationVar(&f.tiedDelay, "tied-delay", tied.DefaultDelay, "tied: how long the first copy waits alone before the second is sent (0 or negative: both at once)")
 }
@@ -170,7 +143,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		case given["gate"] || given["gate-window"] || given["gate-min-win-rate"] || given["gate-slowdown"]:
 			return cfg, nil, errors.New("the -gate flags do not apply with -tied: the overload gate is off, since every read wants its second copy")
 		case f.attempts != 2:
-			return cfg, nil, fmt.Errorf("-hedge-max-attempts %d does not apply with -tied: a tied request is two copies", f.attempts)
+			return cfg, nil, fmt.Errorf("-attempts-per-request %d does not apply with -tied: a tied request is two copies", f.attempts)
 		case f.tiedDelay >= f.timeout:
 			return cfg, nil, fmt.Errorf("-tied-delay %v must be shorter than -timeout %v", f.tiedDelay, f.timeout)
 		}
@@ -195,7 +168,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err)
 	}
 	if f.attempts < 1 || f.attempts > hedge.MaxAttemptsCap {
-		return cfg, nil, fmt.Errorf("-hedge-max-attempts %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
+		return cfg, nil, fmt.Errorf("-attempts-per-request %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
 	}
 	switch {
 	case f.gateWindow <= 0:

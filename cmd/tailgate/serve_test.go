@@ -30,7 +30,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-hedge-fraction", "-0.1"},
 		{"-backends", ok, "-hedge-burst", "0"},
 		{"-backends", ok, "-hedge-delay", "soon"},
-		{"-backends", ok, "-hedge-max-attempts", "6"},
+		{"-backends", ok, "-attempts-per-request", "6"},
 		{"-backends", ok, "-max-requests", "0"},
 		{"-backends", ok, "-max-attempts", "-1"},
 		{"-backends", ok, "-timeout", "0s"},
@@ -71,8 +71,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-delay", "auto"},
 		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-gate-slowdown", "3"},
 		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-gate=false"},
-		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-max-attempts", "3"},
-		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-max-attempts", "1"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-attempts-per-request", "3"},
+		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-attempts-per-request", "1"},
 		{"-backends", ok + ",http://127.0.0.1:2", "-tied", "-hedge-fraction", "2"},
 		{"-backends", ok, "extra"},
 		{"-frobnicate"},
@@ -97,7 +97,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		"Tailgate-Shadow: 1",
 		`-tied\n[^\n]*tied.Server[^\n]*Peers`,
 		`-tied-delay duration\n[^\n]*\(0 or negative: both at once\) \(default 1ms\)`,
-		"With -tied, every read is a tied request",
+		"docs/gateway.md",
 		"Tailgate-Tie-Peer",
 	} {
 		if !regexp.MustCompile(want).MatchString(stdout) {
@@ -177,7 +177,7 @@ func TestServeTiedFlags(t *testing.T) {
 		{[]string{"-tied", "-tied-delay", "-5ms"}, -1, 1, 128},
 		{[]string{"-tied", "-hedge-fraction", "0.5"}, time.Millisecond, 0.5, 128},
 		{[]string{"-tied", "-hedge-burst", "20"}, time.Millisecond, 1, 20},
-		{[]string{"-tied", "-hedge-max-attempts", "2", "-max-attempts", "7"}, time.Millisecond, 1, 128},
+		{[]string{"-tied", "-attempts-per-request", "2", "-max-attempts", "7"}, time.Millisecond, 1, 128},
 	} {
 		cfg := parse(tc.args...)
 		if !cfg.Tied || cfg.TiedDelay != tc.delay || cfg.Policy.Budget.Fraction() != tc.fraction || cfg.Policy.Budget.Burst() != tc.burst {
@@ -235,7 +235,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	}))
 	defer backend.Close()
 	cmd := exec.Command(os.Args[0], "serve", "-backends", backend.URL, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0",
-		"-hedge-max-attempts", "1", "-drain-timeout", "5s")
+		"-attempts-per-request", "1", "-drain-timeout", "5s")
 	cmd.Env = append(os.Environ(), "TAILGATE_TEST_MAIN=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
