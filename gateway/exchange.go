@@ -17,17 +17,17 @@ import (
 // exchange is one proxied read as the hedging engine sees it: the request
 // to forward, and the hooks that pick replicas, hold their breaker tickets
 // and attempt slots, stamp tied copies, and feed each attempt's outcome
-// back. It lives until the handler and every attempt are done with it
-// (refs), then returns to the pool: attempts outlive the handler when they
-// lose, and the pool saves the request, URL and tickets' allocation per
-// read.
+// back. It is allocated per read and left to the garbage collector, since
+// losing attempts outlive the handler: pooling it (with a count of its
+// users) saved 0.9µs per read in memory, but nothing measurable over real
+// HTTP (BenchmarkLoopback: 110.4 against 111.6µs, medians of 6, within
+// the run-to-run noise).
 type exchange struct {
 	g       *Gateway
 	req     http.Request
 	url     url.URL
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
 	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
-	refs    atomic.Int32                    // the handler and each attempt still running
 	started bool                            // the primary was picked (set on the handler's goroutine)
 
 	// Tied mode only (see tied.go).
@@ -41,11 +41,7 @@ type exchange struct {
 // primary's Tailgate-Timeout (nil: the deadline Transport writes it) and
 // no body.
 func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange {
-	x, _ := g.exchanges.Get().(*exchange)
-	if x == nil {
-		x = &exchange{g: g}
-	}
-	x.refs.Store(2) // the handler and the primary
+	x := &exchange{g: g}
 	out := &x.req
 	*out = *r
 	x.url = targetURL(r)
@@ -62,31 +58,6 @@ func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange
 	out.ContentLength = 0
 	out.Close = false
 	return x
-}
-
-// handlerDone gives up the handler's reference once the engine has
-// returned. If the primary never started (no replica, or the client had
-// gone before the engine ran), its slot and reference were never handed
-// to an attempt: they go too.
-func (x *exchange) handlerDone() {
-	if !x.started {
-		x.g.attempts.release()
-		x.unref()
-	}
-	x.unref()
-}
-
-func (x *exchange) unref() {
-	if x.refs.Add(-1) == 0 {
-		x.req = http.Request{}
-		x.url = url.URL{}
-		x.tickets = [hedge.MaxAttemptsCap]replica.Ticket{}
-		x.picked = [hedge.MaxAttemptsCap]time.Time{}
-		x.started = false
-		x.tie = tieState{}
-		x.first.Store(nil)
-		x.g.exchanges.Put(x)
-	}
 }
 
 // targetURL returns the URL to forward r to: its path and query byte for
@@ -148,7 +119,6 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 	if x.g.tied && x.tie.copies[a.Index] {
 		x.g.metrics.tiedCopy(a.Index)
 	}
-	x.refs.Add(1)
 	return true
 }
 
@@ -173,7 +143,6 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	}
 	x.g.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
-	x.unref()
 }
 
 // outcome classifies an attempt for the breaker by the engine's verdict:

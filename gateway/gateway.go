@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,6 @@ type Gateway struct {
 	attempts  limiter
 	metrics   *metrics
 	log       *slog.Logger
-	exchanges sync.Pool // *exchange
 
 	// timeout bounds each request (the engine's); timeoutValue is the
 	// primary's Tailgate-Timeout for requests without a shorter deadline
@@ -270,10 +268,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 
 	x := g.newExchange(r, budgetValue)
 	resp, err := g.transport.RoundTripWith(&x.req, x)
+	if !x.started {
+		// The primary never started (no replica, or the client had gone
+		// before the engine ran): its slot was never an attempt's.
+		g.attempts.release()
+	}
 	if g.tied {
 		g.settleTie(x, resp, err)
 	}
-	x.handlerDone()
 
 	if err != nil {
 		return g.writeFailure(w, r, client, budget, err)

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -94,8 +93,7 @@ type Transport struct {
 	accept   func(*http.Response) error
 	safe     map[string]bool
 	onRcpt   func(*http.Request, Receipt)
-	hooks    hooks     // shared by every request
-	trips    sync.Pool // *roundTrip that nothing references any more
+	hooks    hooks // shared by every request
 	nextPrim atomic.Uint64
 }
 
@@ -244,18 +242,11 @@ func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.
 	if !t.hedgeable(req) {
 		return t.passThrough(req, hooks)
 	}
-	rt, _ := t.trips.Get().(*roundTrip)
-	if rt == nil {
-		rt = new(roundTrip)
-	}
-	// What the primary hands out (its context, URL and body) lives outside
-	// the pooled state, in one allocation of its own.
-	p := new(primaryState)
-	rt.t, rt.req, rt.p, rt.rh = t, req, p, hooks
+	rt := &roundTrip{t: t, req: req, rh: hooks}
 	// Read now: the receipt may come after RoundTrip has returned, when
 	// the caller may be reusing req.
 	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
-	rt.op.ctx0 = &p.ctx
+	rt.op.ctx0 = &rt.p.ctx
 	if hooks != nil {
 		rt.op.steer = hooks
 	}
@@ -265,10 +256,6 @@ func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.
 	}
 	rt.op.init(req.Context(), t.h, rt, &t.hooks, first)
 	resp, err := rt.op.run()
-	if rt.op.reusable() {
-		*rt = roundTrip{}
-		t.trips.Put(rt)
-	}
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
@@ -337,25 +324,27 @@ func (t *Transport) passThrough(req *http.Request, hooks RequestHooks) (*http.Re
 	return t.base.RoundTrip(out)
 }
 
-// roundTrip is the state of one hedged request. Nothing outside references
-// it once a request that never hedged has returned, so it is pooled then;
-// everything an attempt hands out lives elsewhere.
+// roundTrip is the state of one hedged request, in one allocation with
+// what the primary hands out (p). It is not pooled: over real HTTP a pool
+// saved nothing measurable (BenchmarkTransportLoopback: 100.3µs and 62
+// allocations pooled, 99.2µs and 62 without, medians of 6), and without
+// one the primary's state needs no allocation of its own.
 type roundTrip struct {
 	op   operation[*http.Response]
 	t    *Transport
 	req  *http.Request
 	rh   RequestHooks
 	rcpt func(Receipt) // from the request's context (WithReceipt)
-	p    *primaryState
+	p    primaryState
 	// Requests built at launch: the primary's, and the hedges' (allocated
 	// with the first hedge).
 	primary  preparedRequest
 	prepared *[MaxAttemptsCap]preparedRequest
 }
 
-// primaryState is what the primary attempt hands out, in one allocation:
-// its context (held by net/http), its URL (in its request) and its body
-// (in the response the caller gets). Hedges allocate their own.
+// primaryState is what the primary attempt hands out: its context (held
+// by net/http), its URL (in its request) and its body (in the response the
+// caller gets). Hedges allocate their own.
 type primaryState struct {
 	ctx  attemptCtx
 	url  url.URL

@@ -36,15 +36,3 @@ func (e *entry) Links() *fifo.Links[entry] { return &e.links }
 
 // lane is a FIFO of queued entries.
 type lane = fifo.List[entry, *entry]
-
-func (s *Server) getEntry() *entry {
-	if e, ok := s.entries.Get().(*entry); ok {
-		return e
-	}
-	return &entry{ready: make(chan struct{}, 1)}
-}
-
-func (s *Server) putEntry(e *entry) {
-	*e = entry{ready: e.ready}
-	s.entries.Put(e)
-}

@@ -131,8 +131,6 @@ type Server struct {
 	baseCtx   context.Context
 	cancelAll context.CancelFunc
 
-	entries sync.Pool // *entry, idle
-
 	c counters
 }
 
