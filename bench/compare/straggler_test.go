@@ -120,8 +120,10 @@ func quantile(sorted []float64, q float64) float64 {
 // with Upto 2 and Delay 10ms; failsafe-go's hedge policy with a 10ms delay.
 // One iteration is a whole run of 2,000 reads (10s); it reports p50, p99
 // and p99.9 in ms and backend attempts per read, as the server counted them.
+// Run rounds of -count 1, so that each round runs every library in turn and
+// a slow spell of a shared machine does not land on one library's runs:
 //
-//	cd bench/compare && go test -run '^$' -bench Straggler -count 5
+//	cd bench/compare && for i in 1 2 3 4 5; do go test -run '^$' -bench Straggler -count 1; done
 func BenchmarkStraggler(b *testing.B) {
 	srv := newStragglerServer(42)
 	defer srv.srv.Close()
