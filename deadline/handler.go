@@ -2,9 +2,10 @@ package deadline
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/jsonerr"
 )
 
 // Options configure Handler. The zero value honours every deadline a client
@@ -94,12 +95,5 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, code int, left 
 	if h.opts.OnRefuse != nil {
 		h.opts.OnRefuse(r, left)
 	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	w.Write(append(b, '\n'))
+	jsonerr.Write(w, code, msg)
 }

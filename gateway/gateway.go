@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/jsonerr"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -374,14 +374,7 @@ func cause(err error) string {
 
 // writeError writes a short JSON error and returns code.
 func writeError(w http.ResponseWriter, code int, msg string) int {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	w.Write(append(b, '\n'))
+	jsonerr.Write(w, code, msg)
 	return code
 }
 

@@ -2,13 +2,13 @@ package tied
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/jsonerr"
 )
 
 // Handler returns middleware that serves the cancel endpoint at CancelPath
@@ -320,15 +320,8 @@ func tieParam(q string) (string, bool) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(struct {
-		Error string `json:"error"`
-	}{msg})
-	w.Write(append(b, '\n'))
+	w.Header().Set("Cache-Control", "no-store")
+	jsonerr.Write(w, code, msg)
 }
 
 func writeDropped(w http.ResponseWriter, when string) {
