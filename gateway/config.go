@@ -134,7 +134,7 @@ func (c Config) withDefaults() (Config, error) {
 	for _, b := range c.Backends {
 		u, err := hedge.ParseTarget(b)
 		if err != nil {
-			return c, fmt.Errorf("%w: backend %q: %w", ErrInvalid, b, err)
+			return c, fmt.Errorf("%w: backend: %w", ErrInvalid, err) // err names it, its user information masked
 		}
 		if u.Path != "" {
 			// The client's path is forwarded byte for byte: a prefix would

@@ -823,6 +823,20 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
+// A backend's password never reaches New's error, however the URL is
+// spelled; the backend is named once.
+func TestNewHidesBackendUserInfo(t *testing.T) {
+	for _, b := range []string{"http://user:s3cret@127.0.0.1:8081", "http://user:s3cret@127.0.0.1:port", "user:s3cret@127.0.0.1:8081"} {
+		_, err := New(Config{Backends: []string{"http://127.0.0.1:1", b}})
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3cret") || strings.Count(msg, "xxxxx@127.0.0.1") != 1 {
+			t.Errorf("%q: error %q; want the backend once, its user information as xxxxx", b, msg)
+		}
+	}
+}
+
 // counterValue reads one counter from the gateway's registry, by one label
 // (an empty label for an unlabelled counter).
 func counterValue(t *testing.T, g *Gateway, name, label, value string) float64 {

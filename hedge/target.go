@@ -1,16 +1,30 @@
 package hedge
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/tailgate-dev/tailgate/internal/redact"
 )
 
 // ParseTarget parses and checks a target base URL: http or https, a host,
-// no query, fragment or user information.
+// no query, fragment or user information. Its errors name the target once,
+// with any user information masked (see redact.URL): callers that wrap
+// them need not, and should not, name it again.
 func ParseTarget(s string) (*url.URL, error) {
+	if shown := redact.URL(s); shown != s {
+		// Refused before parsing: url.Parse's errors quote the string
+		// whole, or a piece of the user information.
+		return nil, fmt.Errorf("%w: target %q: must not carry user information", ErrInvalidPolicy, shown)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message quotes s again
+		}
 		return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidPolicy, s, err)
 	}
 	switch {

@@ -325,6 +325,26 @@ func TestNewTransportRejects(t *testing.T) {
 	}
 }
 
+// A target's user information never reaches an error: neither whole, as
+// url.Parse quotes it, nor in part; and the target is named once.
+func TestParseTargetErrorsHideUserInfo(t *testing.T) {
+	for _, s := range []string{
+		"http://user:s3cret@127.0.0.1:8081",
+		"http://user:s3cret@127.0.0.1:port", // does not parse
+		"http://user:s3cret%zz@127.0.0.1",   // a bad escape in the password
+		"http://s3cret@127.0.0.1",           // a token as the user name
+		"user:s3cret@127.0.0.1:8081",        // the scheme forgotten
+	} {
+		_, err := ParseTarget(s)
+		if err == nil {
+			t.Fatalf("%q accepted", s)
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3cret") || strings.Count(msg, "127.0.0.1") != 1 || !strings.Contains(msg, "xxxxx@") {
+			t.Errorf("%q: error %q; want the target once, its user information as xxxxx", s, msg)
+		}
+	}
+}
+
 func TestRewriteURL(t *testing.T) {
 	cases := []struct{ target, req, want string }{
 		{"http://b:81", "http://x/a%2Fb?q=1", "http://b:81/a%2Fb?q=1"},

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/tailgate-dev/tailgate/internal/redact"
 )
 
 // ErrInvalid wraps every configuration error returned by New.
@@ -203,7 +205,7 @@ func New(names []string, cfg Config) (*Set, error) {
 			return nil, fmt.Errorf("%w: replica %d has an empty name", ErrInvalid, i)
 		}
 		if j, dup := seen[n]; dup {
-			return nil, fmt.Errorf("%w: replicas %d and %d are both named %q", ErrInvalid, j, i, n)
+			return nil, fmt.Errorf("%w: replicas %d and %d are both named %q", ErrInvalid, j, i, redact.URL(n))
 		}
 		seen[n] = i
 	}

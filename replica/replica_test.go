@@ -20,6 +20,7 @@ func TestNewRejectsInvalidConfiguration(t *testing.T) {
 		{"empty names", []string{}, Config{}, "no replicas"},
 		{"empty name", []string{"a", ""}, Config{}, "empty name"},
 		{"duplicate", []string{"a", "b", "a"}, Config{}, `both named "a"`},
+		{"duplicate with a password", []string{"http://u:s3cret@a", "http://u:s3cret@a"}, Config{}, `both named "http://xxxxx@a"`},
 		{"negative threshold", ok, Config{FailureThreshold: -1}, "failure threshold"},
 		{"negative cooldown", ok, Config{Cooldown: -time.Second}, "negative cooldown"},
 		{"negative max cooldown", ok, Config{MaxCooldown: -time.Second}, "negative max cooldown"},

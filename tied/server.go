@@ -278,7 +278,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 func canonicalPeer(p string) (string, error) {
 	u, err := hedge.ParseTarget(p)
 	if err != nil {
-		return "", fmt.Errorf("%w: peer %q: %w", ErrInvalidConfig, p, err)
+		return "", fmt.Errorf("%w: peer: %w", ErrInvalidConfig, err) // err names it
 	}
 	if u.Path != "" || u.RawPath != "" {
 		return "", fmt.Errorf("%w: peer %q must not have a path", ErrInvalidConfig, p)

@@ -94,7 +94,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	for _, s := range cfg.Targets {
 		u, err := hedge.ParseTarget(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: target %q: %w", ErrInvalidConfig, s, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err) // err names the target
 		}
 		origin := u.Scheme + "://" + u.Host
 		if seen[origin] {

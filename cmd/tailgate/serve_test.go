@@ -106,6 +106,14 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// A password in -backends is refused without being printed.
+func TestServeHidesBackendPassword(t *testing.T) {
+	code, stdout, stderr := runCmd("serve", "-backends", "http://127.0.0.1:1,http://user:s3cret@127.0.0.1:2", "-listen", "127.0.0.1:0", "-admin", "")
+	if code != exitUsage || strings.Contains(stdout+stderr, "s3cret") || !strings.Contains(stderr, "xxxxx@127.0.0.1:2") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 naming the backend as http://xxxxx@127.0.0.1:2", code, stdout, stderr)
+	}
+}
+
 // The probation flags reach the gateway's configuration.
 func TestServeProbationFlags(t *testing.T) {
 	parse := func(args ...string) gateway.Config {
