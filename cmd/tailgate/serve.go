@@ -106,7 +106,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.gateSlowdown, "gate-slowdown", hedge.DefaultGateSlowdown, "overload gate: shut when the median latency reaches this many times its baseline and hedges do not clearly win (>= 1)")
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
-	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted from clients")
+	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request line and header block accepted from clients; larger: 431")
 	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	fs.BoolVar(&f.probation, "probation", true, "latency-induced probation of replicas much slower than their peers (false turns it off)")
@@ -254,15 +254,7 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", f.listen, err)
 	}
-	srv := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second, // requests carry no body
-		WriteTimeout:      f.timeout + 5*time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    f.maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := g.Server(gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes})
 	servers := []*http.Server{srv}
 	errs := make(chan error, 2)
 	go func() { errs <- srv.Serve(ln) }()

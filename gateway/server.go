@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// DefaultMaxHeaderBytes is the default bound of a client's request line
+// and header block (ServerConfig.MaxHeaderBytes).
+const DefaultMaxHeaderBytes = 64 << 10
+
+// ServerConfig configures the http.Server that Gateway.Server returns.
+type ServerConfig struct {
+	// MaxHeaderBytes bounds a request's line and header block, the
+	// target included; net/http allows 4 KiB over it, answers a larger
+	// one 431 and closes the connection. Default DefaultMaxHeaderBytes
+	// (64 KiB).
+	MaxHeaderBytes int
+}
+
+// Server returns an http.Server that serves g to clients: the one home of
+// the settings a gateway facing the internet needs from net/http, which
+// the handler cannot set. Set its Addr, or call its Serve with a
+// listener; Shutdown it before Close-ing g.
+//
+//   - Time limits on each phase of a connection, so that a slow or idle
+//     client cannot hold one for long: 5s for the request header, 10s
+//     for the whole request (a read carries no body), Config.Timeout and
+//     5s more to write the answer, 60s idle between requests.
+//   - MaxHeaderBytes (see ServerConfig).
+//   - OPTIONS * goes to the gateway, which refuses it 405 as it does any
+//     method but GET and HEAD, rather than to net/http's built-in handler,
+//     which answers 200 with an empty Allow on the gateway's behalf.
+//   - net/http's own errors go to Config.Logger at warn level.
+func (g *Gateway) Server(c ServerConfig) *http.Server {
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	return &http.Server{
+		Handler:                      g,
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            5 * time.Second,
+		ReadTimeout:                  10 * time.Second,
+		WriteTimeout:                 g.cfg.Timeout + 5*time.Second,
+		IdleTimeout:                  60 * time.Second,
+		MaxHeaderBytes:               c.MaxHeaderBytes,
+		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+}
