@@ -207,29 +207,34 @@ func (g *Gateway) expectedLatency(now time.Time) time.Duration {
 
 // serve handles r, which arrived at start, and returns the status written,
 // or 0 when the client left before an answer. It reads top to bottom:
-// admission (the request limit, what a read may be, the client's
+// admission (what a read may be, the request limit, the client's
 // deadline, the attempt limit), forwarding through the engine, which x
 // steers, and the response.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) int {
+	// What a read may be comes first, before the request limit: the checks
+	// cost nothing, and a request that fails them is refused, and its
+	// connection closed, even under overload (see refuseAndClose).
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	default:
+		// OPTIONS * too: Server keeps net/http from answering it.
+		w.Header().Set("Allow", "GET, HEAD")
+		return g.refuseAndClose(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
+	}
+	// Only origin-form targets ("/path?query"): an absolute-form or
+	// authority-form target must never choose where the request goes, and
+	// the asterisk form is OPTIONS's alone.
+	if !strings.HasPrefix(r.RequestURI, "/") {
+		return g.refuseAndClose(w, rejectTarget, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
+	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		return g.refuseAndClose(w, rejectBody, http.StatusBadRequest, "requests with a body are not proxied: reads only")
+	}
 	if !g.requests.tryAcquire() {
 		w.Header().Set("Retry-After", "1")
 		return g.reject(w, rejectRequests, http.StatusServiceUnavailable, "overloaded: too many requests in flight")
 	}
 	defer g.requests.release()
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-	default:
-		w.Header().Set("Allow", "GET, HEAD")
-		return g.reject(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
-	}
-	// Only origin-form targets ("/path?query"): an absolute-form or
-	// authority-form target must never choose where the request goes.
-	if !strings.HasPrefix(r.RequestURI, "/") {
-		return g.reject(w, rejectTarget, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
-	}
-	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		return g.reject(w, rejectBody, http.StatusBadRequest, "requests with a body are not proxied: reads only")
-	}
 	client := r.Context()
 	budget, budgetValue := g.timeout, g.timeoutValue
 	if d, ok, err := deadline.FromHeader(r.Header); ok {
@@ -294,6 +299,24 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 func (g *Gateway) reject(w http.ResponseWriter, reason string, code int, msg string) int {
 	g.metrics.reject(reason)
 	return writeError(w, code, msg)
+}
+
+// refuseAndClose is reject for a request that is not a read as the
+// gateway takes one (a method other than GET and HEAD, a target not in
+// origin form, a body), and it closes the connection after the answer.
+// Such a request's framing is in doubt: its body was not read, and a
+// proxy in front may have framed it otherwise (Content-Length where
+// net/http follows Transfer-Encoding). RFC 9112 §6.1 and §6.3: whatever
+// follows on the connection must never be parsed as the next request.
+// Without "Connection: close", net/http reads an unread body of up to 256
+// KiB to keep the connection, and would then serve a request smuggled
+// after a chunked body's end ("0\r\n\r\nGET /smuggled ..."). With it,
+// net/http stops reading and closes once the answer is written. The
+// refusals of well-framed reads (503 at the limits, a deadline refused)
+// keep the connection.
+func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int, msg string) int {
+	w.Header().Set("Connection", "close")
+	return g.reject(w, reason, code, msg)
 }
 
 // writeFailure answers a read that got no acceptable answer: 502 when
