@@ -121,6 +121,23 @@ type Config struct {
 	// Default Timeout.
 	ShadowTimeout time.Duration
 
+	// TrustedHop says that the gateway's clients are a trusted proxy hop
+	// (another Tailgate gateway, a load balancer that sets the headers
+	// below itself), not the internet. False (the default) removes from
+	// each client request, before it is forwarded, every Tailgate-*
+	// header (Tailgate-Hedge, Tailgate-Shadow, ...: marks the gateway and
+	// its peers set) and the client-address headers (Forwarded,
+	// X-Forwarded-*, X-Real-Ip, True-Client-Ip), and sets X-Forwarded-For,
+	// -Host and -Proto afresh from what the gateway saw. True keeps them:
+	// a hedge or shadow from the hop stays marked, the hop's
+	// X-Forwarded-For gets its address appended, and its
+	// X-Forwarded-Host and -Proto are kept. Either way ties
+	// (Tailgate-Tie, Tailgate-Tie-Peer) are the gateway's own to make,
+	// Tailgate-Timeout is written by the gateway (a client's value only
+	// shortens the request's deadline), and a header named in Connection
+	// is never forwarded.
+	TrustedHop bool
+
 	// Logger receives warnings (failed requests) and debug lines. Nil
 	// discards them.
 	Logger *slog.Logger

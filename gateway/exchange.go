@@ -46,12 +46,10 @@ func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange
 	*out = *r
 	x.url = targetURL(r)
 	out.URL = &x.url
-	out.Header = forwardedHeaders(r)
+	out.Header = forwardedHeaders(r, g.cfg.TrustedHop)
 	if deadlineValue != nil {
 		out.Header[deadline.Header] = deadlineValue // at most the time left as the primary is sent
-	} else {
-		delete(out.Header, deadline.Header) // the client's, if any: the Transport writes ours
-	}
+	} // else the deadline Transport writes it (forwardedHeaders dropped the client's)
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = http.NoBody

@@ -87,7 +87,7 @@ func (g *Gateway) shadow(r *http.Request) {
 	}
 	u := targetURL(r)
 	u.Scheme, u.Host = s.targets[i].Scheme, s.targets[i].Host
-	h := forwardedHeaders(r)
+	h := forwardedHeaders(r, g.cfg.TrustedHop)
 	h[ShadowHeader] = shadowValue
 	h[deadline.Header] = s.value
 	req := (&http.Request{

@@ -58,6 +58,7 @@ type serveFlags struct {
 	shadowRate     float64
 	tied           bool
 	tiedDelay      time.Duration
+	trustedHop     bool
 
 	fs *flag.FlagSet // to tell the flags given from defaults
 }
@@ -115,6 +116,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.probMaxShare, "probation-max-share", replica.DefaultProbationMaxShare, "probation: most replicas on probation at once, as a share in (0, 1] (rounded down, but at least 1 of 2 or more, never all)")
 	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (copies of answered reads, marked Tailgate-Shadow: 1, answers discarded; > 0)")
 	fs.BoolVar(&f.tied, "tied", false, "tied requests instead of hedging: each read also goes, -tied-delay later, to a second replica, the copies naming each other's backend (Tailgate-Tie, Tailgate-Tie-Peer); the backends must run tied.Server with the other backends in its Peers, or every read runs twice; needs two backends or more")
+	fs.BoolVar(&f.trustedHop, "trusted-hop", false, "the clients are a trusted proxy (another Tailgate gateway, a load balancer): keep their Tailgate-Hedge and Tailgate-Shadow marks and X-Forwarded-* headers, appending to X-Forwarded-For; false removes every Tailgate-* and client-address header (Forwarded, X-Forwarded-*, X-Real-Ip, True-Client-Ip) from client requests and sets X-Forwarded-For, -Host and -Proto afresh")
 	fs.DurationVar(&f.tiedDelay, "tied-delay", tied.DefaultDelay, "tied: how long the first copy waits alone before the second is sent (0 or negative: both at once)")
 }
 
@@ -224,6 +226,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	cfg.MaxResponseBytes = f.maxBody
 	cfg.BackendProtocol = f.protocol
 	cfg.DisableProbation = !f.probation
+	cfg.TrustedHop = f.trustedHop
 	cfg.Replica.Probation = replica.Probation{Factor: f.probFactor, Window: f.probWindow, MaxShare: f.probMaxShare, ShadowRate: f.shadowRate}
 	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
