@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -221,6 +222,47 @@ func TestServeTiedFlags(t *testing.T) {
 	}
 }
 
+// rawStatus writes raw on a new connection to addr and returns the status
+// of the answer.
+func rawStatus(t *testing.T, addr, raw string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// -trusted-hop reaches the gateway's configuration, off by default.
+func TestServeTrustedHopFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"-trusted-hop"}, true}, {[]string{"-trusted-hop=false"}, false}} {
+		var f serveFlags
+		fs := newFlags("serve", "", io.Discard)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"-backends", "http://127.0.0.1:1"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := f.config(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.TrustedHop != tc.want {
+			t.Errorf("%v: TrustedHop %v, want %v", tc.args, cfg.TrustedHop, tc.want)
+		}
+	}
+}
+
 func TestServeListenErrorExits1(t *testing.T) {
 	ln := httptest.NewServer(http.NotFoundHandler()) // holds a port
 	defer ln.Close()
@@ -279,6 +321,11 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		logMu.Lock()
 		defer logMu.Unlock()
 		t.Fatalf("no listening line within 10s in:\n%s", logTail.String())
+	}
+	// The client listener is Gateway.Server's: OPTIONS * is the
+	// gateway's to refuse, not net/http's to answer 200.
+	if code := rawStatus(t, addr, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n"); code != http.StatusMethodNotAllowed {
+		t.Errorf("OPTIONS *: %d, want 405", code)
 	}
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
