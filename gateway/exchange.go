@@ -58,6 +58,23 @@ func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange
 	return x
 }
 
+// forwardable reports whether r's target is in origin form and
+// targetURL keeps its bytes. It does but for a path that starts with "//"
+// and holds a byte that net/http's client escapes (a '"', say): that path
+// must go in its parsed form (see targetURL), which re-escapes it, and a
+// target changed on the way is refused rather than sent.
+func forwardable(r *http.Request) bool {
+	if !strings.HasPrefix(r.RequestURI, "/") {
+		return false
+	}
+	if !strings.HasPrefix(r.RequestURI, "//") {
+		return true
+	}
+	path, _, _ := strings.Cut(r.RequestURI, "?")
+	u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath}
+	return u.EscapedPath() == path
+}
+
 // targetURL returns the URL to forward r to: its path and query byte for
 // byte, as the client sent them (the scheme and host are the replica's,
 // set per attempt).

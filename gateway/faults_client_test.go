@@ -167,6 +167,7 @@ var clientCases = []clientCase{
 	{name: "asterisk-form target on GET is refused", raw: req("GET * HTTP/1.1", "Host: h"), status: 400, by: rejectTarget, closed: true},
 	{name: "a //host path stays a path on the backend", raw: req("GET //evil.example/x HTTP/1.1", "Host: h"), status: 200, by: byBackend,
 		seen: requestURI("//evil.example/x")},
+	{name: "a //host path net/http's client would re-escape is refused", raw: req("GET //evil.example/\"x HTTP/1.1", "Host: h"), status: 400, by: rejectTarget, closed: true},
 	{name: "the Host header never chooses the backend", raw: req("GET /x HTTP/1.1", "Host: evil.example"), status: 200, by: byBackend,
 		seen: header("X-Forwarded-Host", "evil.example")},
 	{name: "HTTP/1.1 without Host is refused by net/http", raw: req("GET /x HTTP/1.1"), status: 400, by: byNetHTTP, closed: true},

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -221,10 +220,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		w.Header().Set("Allow", "GET, HEAD")
 		return g.refuseAndClose(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
 	}
-	// Only origin-form targets ("/path?query"): an absolute-form or
-	// authority-form target must never choose where the request goes, and
-	// the asterisk form is OPTIONS's alone.
-	if !strings.HasPrefix(r.RequestURI, "/") {
+	// Only origin-form targets ("/path?query"), that can be forwarded
+	// byte for byte: an absolute-form or authority-form target must never
+	// choose where the request goes, and the asterisk form is OPTIONS's
+	// alone.
+	if !forwardable(r) {
 		return g.refuseAndClose(w, rejectTarget, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
 	}
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
