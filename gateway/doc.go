@@ -8,9 +8,17 @@
 //
 // The contract:
 //   - It refuses what it must not forward: methods other than GET and HEAD
-//     (405 with Allow), requests with a body, absolute-form targets (400).
-//     Paths and queries are forwarded byte for byte; hop-by-hop headers are
-//     stripped both ways; the backend is chosen only from configuration.
+//     (405 with Allow), requests with a body, targets not in origin form
+//     (400), and closes the connection after such a refusal, since the
+//     request's framing is in doubt. Paths and queries are forwarded byte
+//     for byte; hop-by-hop headers are stripped both ways; the backend is
+//     chosen only from configuration. Unless Config.TrustedHop, a client's
+//     Tailgate-* and client-address headers (X-Forwarded-*, Forwarded,
+//     X-Real-Ip, True-Client-Ip) are removed, and X-Forwarded-For, -Host
+//     and -Proto say what the gateway saw.
+//   - Server returns the http.Server to serve it with: time limits per
+//     connection phase, a header size limit, and OPTIONS * left to the
+//     gateway (405).
 //   - Duplicate work is bounded: the hedge budget, the overload gate, a
 //     non-blocking limit on requests in flight (beyond it: 503 with
 //     Retry-After) and on backend attempts in flight (a hedge without a
