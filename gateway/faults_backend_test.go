@@ -3,8 +3,11 @@ package gateway
 import (
 	"bufio"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -567,4 +570,46 @@ func TestShadowGetting101FailsAtOnce(t *testing.T) {
 			t.Errorf("%v shadow failures counted for %d 101s", got, len(conns))
 		}
 	})
+}
+
+// Over h2c the header bound holds too, as HTTP/2's header list size: a
+// 70 KiB block fails the attempt and the client gets 502. net/http names
+// the cause for a block of many fields (counted as headers); one field
+// larger than the bound fails the HPACK decoder first, and the whole
+// connection with it (COMPRESSION_ERROR, counted as transport).
+func TestH2CResponseHeaderBound(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/one-field":
+			w.Header().Set("X-Big", strings.Repeat("a", 70<<10))
+		case "/many-fields":
+			for i := range 35 {
+				w.Header().Set("X-Big-"+strconv.Itoa(i), strings.Repeat("a", 2<<10))
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the GOAWAY of the connection torn down
+	s.Start()
+	defer s.Close()
+	g, err := New(Config{Backends: []string{s.URL}, BackendProtocol: ProtocolH2C, Policy: hedge.Policy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if w := serveIn(g, http.MethodGet, "/small", nil); w.Code != 200 {
+		t.Fatalf("small headers: %d %q", w.Code, w.Body)
+	}
+	for _, c := range []struct{ path, reason string }{{"/many-fields", failHeaders}, {"/one-field", failTransport}} {
+		before := counterValue(t, g, "tailgate_attempt_failures_total", "reason", c.reason)
+		w := serveIn(g, http.MethodGet, c.path, nil)
+		if w.Code != 502 || w.Header().Get("X-Big") != "" || w.Header().Get("X-Big-0") != "" {
+			t.Errorf("%s, 70 KiB of headers over h2c: %d %q; want 502", c.path, w.Code, w.Body)
+		}
+		if n := counterValue(t, g, "tailgate_attempt_failures_total", "reason", c.reason) - before; n != 1 {
+			t.Errorf("%s: attempt failures counted as %s: %v, want 1 (%s)", c.path, c.reason, n, w.Body)
+		}
+	}
 }

@@ -105,7 +105,7 @@ func newMetrics(g *Gateway) *metrics {
 		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g})
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
-		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), upgrade (a 101 to a read that asked for none), headers (header block over -max-response-header-bytes), body (body over -max-response-bytes), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
+		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
 	}, []string{"reason"})
 	m.failures = byLabel(failures, failureReasons)
 	m.registry.MustRegister(failures)
