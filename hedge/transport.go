@@ -82,7 +82,9 @@ type TransportConfig struct {
 // response body in full (bounded by MaxBodyBytes) inside its attempt, so the
 // winner is a complete response; the winner's buffer is freed when the
 // caller closes the body, and losers are cancelled and released in the
-// background. Safe for concurrent use.
+// background. A server that switches protocols (101) for a request that
+// asked for no upgrade fails the attempt at once (ErrUnexpectedUpgrade),
+// its connection closed. Safe for concurrent use.
 type Transport struct {
 	base     http.RoundTripper
 	h        *Hedger
