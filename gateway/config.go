@@ -22,6 +22,17 @@ const (
 	DefaultTimeout             = 10 * time.Second
 	DefaultMaxResponseBytes    = 1 << 20
 	DefaultMaxInFlightShadows  = 8
+
+	// DefaultMaxResponseHeaderBytes bounds a backend's response header
+	// block, as serve's -max-header-bytes bounds a client's request.
+	DefaultMaxResponseHeaderBytes = 64 << 10
+	// MinResponseHeaderBytes and MaxResponseHeaderBytesLimit bound
+	// Config.MaxResponseHeaderBytes: below 1 KiB ordinary responses fail;
+	// above 1 MiB a few backends' headers buffered at once cost as much
+	// memory as net/http's own 10 MiB default, which the bound exists to
+	// avoid.
+	MinResponseHeaderBytes      = 1 << 10
+	MaxResponseHeaderBytesLimit = 1 << 20
 )
 
 // ShadowHeader marks a shadow request: a duplicate of a read already
@@ -92,6 +103,15 @@ type Config struct {
 	// not forwarded, the client gets 502. Responses are buffered whole so
 	// that a response cut short can never win. Default 1 MiB.
 	MaxResponseBytes int64
+
+	// MaxResponseHeaderBytes bounds each backend response's header block
+	// (with any 1xx before it; over h2c, the header list as HTTP/2 counts
+	// it). A larger one fails its attempt as a replica failure (net/http
+	// stops reading and closes the connection); if no attempt succeeds
+	// the client gets 502. Default DefaultMaxResponseHeaderBytes (64 KiB);
+	// within [MinResponseHeaderBytes, MaxResponseHeaderBytesLimit]. Not
+	// applied to a Base of the caller's.
+	MaxResponseHeaderBytes int64
 
 	// BackendProtocol is ProtocolHTTP1 (default) or ProtocolH2C.
 	BackendProtocol string
@@ -192,6 +212,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxResponseBytes < 0 {
 		return c, fmt.Errorf("%w: negative response limit %d", ErrInvalid, c.MaxResponseBytes)
 	}
+	if c.MaxResponseHeaderBytes == 0 {
+		c.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	}
+	if c.MaxResponseHeaderBytes < MinResponseHeaderBytes || c.MaxResponseHeaderBytes > MaxResponseHeaderBytesLimit {
+		return c, fmt.Errorf("%w: response header limit %d must be within [%d, %d]", ErrInvalid, c.MaxResponseHeaderBytes, MinResponseHeaderBytes, MaxResponseHeaderBytesLimit)
+	}
 	if c.MaxInFlightShadows == 0 {
 		c.MaxInFlightShadows = DefaultMaxInFlightShadows
 	}
@@ -239,6 +265,10 @@ func newBase(c Config) *http.Transport {
 	t.MaxIdleConns = c.MaxInFlightAttempts * len(c.Backends)
 	t.MaxIdleConnsPerHost = c.MaxInFlightAttempts
 	t.ResponseHeaderTimeout = c.Timeout
+	// net/http's default would buffer up to 10 MiB of headers per attempt
+	// and forward them all: a few misbehaving answers at once cost
+	// hundreds of megabytes.
+	t.MaxResponseHeaderBytes = c.MaxResponseHeaderBytes
 	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if c.BackendProtocol == ProtocolH2C {
 		var p http.Protocols

@@ -158,13 +158,60 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	}
 	x.g.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
+	if verdict != nil {
+		x.g.metrics.attemptFailed(failureReason(resp, verdict))
+	}
+}
+
+// Attempt failure reasons, as counted in tailgate_attempt_failures_total.
+const (
+	failStatus    = "status"    // refused for its status: a 5xx (or a stray 1xx from a Base of the caller's)
+	failTransport = "transport" // no response: refused, reset, cut short, malformed
+	failUpgrade   = "upgrade"   // a 101 to a read that asked for no upgrade
+	failHeaders   = "headers"   // header block over MaxResponseHeaderBytes
+	failBody      = "body"      // body over MaxResponseBytes
+	failTimeout   = "timeout"   // the request's time ran out while it was out
+)
+
+var failureReasons = []string{failStatus, failTransport, failUpgrade, failHeaders, failBody, failTimeout}
+
+// failureReason names why an attempt with a non-nil verdict got no
+// acceptable answer, or "" when it is not a failure of its replica's
+// answer: a loser cancelled for a winner or a client gone, a tied copy
+// dropped for its twin (counted apart).
+func failureReason(resp *http.Response, verdict error) string {
+	switch {
+	case errors.Is(verdict, context.Canceled), errors.Is(verdict, hedge.ErrNotAnAnswer):
+		return ""
+	case errors.Is(verdict, context.DeadlineExceeded):
+		return failTimeout
+	case resp != nil:
+		return failStatus
+	case errors.Is(verdict, hedge.ErrUnexpectedUpgrade):
+		return failUpgrade
+	case errors.Is(verdict, hedge.ErrResponseTooLarge):
+		return failBody
+	case headersTooLarge(verdict):
+		return failHeaders
+	}
+	return failTransport
+}
+
+// headersTooLarge reports whether err is net/http's refusal of a response
+// header block over MaxResponseHeaderBytes, over HTTP/1 or h2c. net/http
+// has no sentinel for it: its messages are matched.
+func headersTooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") || // HTTP/1
+		strings.Contains(msg, "response header list larger than") // HTTP/2
 }
 
 // outcome classifies an attempt for the breaker by the engine's verdict:
 // an accepted answer is a success, and so is a too-large body (the
 // replica answered); a cancellation (a lost race, a client gone, a
-// deadline) is neutral; anything else (a transport error, a 5xx) is a
-// failure.
+// deadline) is neutral; anything else (a transport error, a 5xx, a stray
+// 101, a header block over the limit, as nginx counts "upstream sent too
+// big header") is a failure.
 func outcome(verdict error) replica.Outcome {
 	switch {
 	case verdict == nil, errors.Is(verdict, hedge.ErrResponseTooLarge):

@@ -29,6 +29,7 @@ type metrics struct {
 	suppressed  map[hedge.SuppressReason]prometheus.Counter
 	rejections  *prometheus.CounterVec
 	rejected    map[string]prometheus.Counter
+	failures    map[string]prometheus.Counter // attempt failures, by reason
 	late        prometheus.Counter
 	cancelsSeen prometheus.Counter
 	shadows     map[string]prometheus.Counter // by outcome
@@ -102,10 +103,23 @@ func newMetrics(g *Gateway) *metrics {
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
 		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g})
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tailgate_attempt_failures_total",
+		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
+	}, []string{"reason"})
+	m.failures = byLabel(failures, failureReasons)
+	m.registry.MustRegister(failures)
 	if g.tied {
 		m.registerTied()
 	}
 	return m
+}
+
+// attemptFailed counts an attempt failure by reason ("" counts nothing).
+func (m *metrics) attemptFailed(reason string) {
+	if reason != "" {
+		m.failures[reason].Inc()
+	}
 }
 
 // registerTied adds the series of tied mode.

@@ -121,6 +121,12 @@ func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time
 	defer cancel()
 	resp, err := g.base.RoundTrip(req.WithContext(ctx))
 	if err == nil {
+		// A stray 101's body is the raw connection, which no deadline
+		// watches: read, it would hold the slot (and Close) until the
+		// replica let go.
+		err = hedge.RefuseStrayUpgrade(req, resp)
+	}
+	if err == nil {
 		// The whole body is the answer, as it is for attempts; past the
 		// limit the replica has answered enough.
 		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, g.cfg.MaxResponseBytes))

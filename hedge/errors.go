@@ -8,6 +8,12 @@ var (
 	// response body exceeds the configured limit.
 	ErrResponseTooLarge = errors.New("hedge: response body too large")
 
+	// ErrUnexpectedUpgrade is an attempt's error when its server switched
+	// protocols (101) although the request asked for no upgrade. Such a
+	// response is no answer to a read, and its body would be the raw
+	// connection: the Transport closes it at once (see RefuseStrayUpgrade).
+	ErrUnexpectedUpgrade = errors.New("hedge: 101 Switching Protocols to a request that asked for no upgrade")
+
 	// ErrRedirectRefused is returned by clients built with NewClient when a
 	// server answers with a redirect: a hedged read must not wander to an
 	// address the caller did not configure.

@@ -82,7 +82,9 @@ type TransportConfig struct {
 // response body in full (bounded by MaxBodyBytes) inside its attempt, so the
 // winner is a complete response; the winner's buffer is freed when the
 // caller closes the body, and losers are cancelled and released in the
-// background. Safe for concurrent use.
+// background. A server that switches protocols (101) for a request that
+// asked for no upgrade fails the attempt at once (ErrUnexpectedUpgrade),
+// its connection closed. Safe for concurrent use.
 type Transport struct {
 	base     http.RoundTripper
 	h        *Hedger
@@ -306,10 +308,11 @@ func (t *Transport) hedgeable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-// passThrough sends a request that may not be duplicated, once.
+// passThrough sends a request that may not be duplicated, once. A stray
+// 101 fails it as it fails a hedged attempt (see RefuseStrayUpgrade).
 func (t *Transport) passThrough(req *http.Request, hooks RequestHooks) (*http.Response, error) {
 	if len(t.targets) == 0 && hooks == nil {
-		return t.base.RoundTrip(req)
+		return roundTripOnce(t.base, req)
 	}
 	out := req.WithContext(req.Context())
 	if len(t.targets) > 0 {
@@ -321,7 +324,48 @@ func (t *Transport) passThrough(req *http.Request, hooks RequestHooks) (*http.Re
 	if hooks != nil {
 		hooks.Rewrite(Attempt{}, out)
 	}
-	return t.base.RoundTrip(out)
+	return roundTripOnce(t.base, out)
+}
+
+func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+	resp, err := base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := RefuseStrayUpgrade(req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// RefuseStrayUpgrade returns nil unless resp switches protocols (101)
+// although req asked for no upgrade; then it closes resp's body and
+// returns an error wrapping ErrUnexpectedUpgrade. Anything that sends
+// requests on its own with a Transport's base (a proxy's health checks,
+// say) should call it before it reads a body.
+//
+// Why here, in the engine, and not in the gateway: for a 101 net/http's
+// Transport hands the caller the raw connection as the body and stops
+// watching the request's context (the caller owns the connection now).
+// Reading that body to its end, as the Transport does to choose a complete
+// winner, then lasts until the server closes: past every deadline, with
+// the attempt's slot held, the breaker unaware, and (for an inline
+// primary, which runs on the caller's goroutine) the caller itself stuck.
+// Only Close ends it, so the first code to see the response must decide,
+// before any read: that is the Transport, for every user of the library
+// and for the gateway alike. A 101 without Upgrade headers (an empty body
+// on a connection net/http closes) is refused too: it is not an answer.
+func RefuseStrayUpgrade(req *http.Request, resp *http.Response) error {
+	if resp.StatusCode != http.StatusSwitchingProtocols || isUpgrade(req.Header) {
+		return nil
+	}
+	if resp.Body != nil {
+		resp.Body.Close() // the connection itself, when net/http handed it over
+	}
+	if u := resp.Header.Get("Upgrade"); u != "" {
+		return fmt.Errorf("%w (Upgrade: %.64q)", ErrUnexpectedUpgrade, u)
+	}
+	return ErrUnexpectedUpgrade
 }
 
 // roundTrip is the state of one hedged request, in one allocation with
@@ -439,6 +483,9 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 	if err != nil {
 		return nil, err
 	}
+	if err := RefuseStrayUpgrade(out, resp); err != nil {
+		return nil, err // before any read: a switched body never ends
+	}
 	resp.Request = rt.req
 	if out.Method == http.MethodHead {
 		return resp, nil // no body; Content-Length describes the GET
@@ -465,8 +512,9 @@ func (rt *roundTrip) accept(resp *http.Response, err error) error {
 }
 
 // DefaultAccept is the Transport's acceptance check when Accept is nil: a
-// final status (200 or more) below 500 wins. A 1xx here can only be a
-// stray 101, since hedged requests never ask for a protocol switch.
+// final status (200 or more) below 500 wins. A 1xx never wins: the
+// Transport fails a stray 101 before Accept sees it (ErrUnexpectedUpgrade),
+// but another caller's base may return one.
 func DefaultAccept(resp *http.Response) error {
 	if resp.StatusCode >= 500 || resp.StatusCode < 200 {
 		return statusError(resp.StatusCode)

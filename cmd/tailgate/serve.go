@@ -42,6 +42,7 @@ type serveFlags struct {
 	maxAttempts    int
 	timeout        time.Duration
 	maxBody        int64
+	maxRespHeader  int64
 	gate           bool
 	gateWindow     time.Duration
 	gateWinRate    float64
@@ -101,6 +102,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
 	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
+	fs.Int64Var(&f.maxRespHeader, "max-response-header-bytes", gateway.DefaultMaxResponseHeaderBytes, fmt.Sprintf("largest backend response header block read; larger: the attempt fails (502 if none succeeds), within [%d, %d]", gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit))
 	fs.BoolVar(&f.gate, "gate", true, "overload gate: pause hedges for late answers on evidence of overload (false turns it off; the budget still bounds hedges)")
 	fs.DurationVar(&f.gateWindow, "gate-window", hedge.DefaultGateWindow, "overload gate: how far back hedge outcomes count; it reopens within one window of the overload ending")
 	fs.Float64Var(&f.gateWinRate, "gate-min-win-rate", hedge.DefaultGateMinWinRate, "overload gate: shut when fewer hedges than this share win (the alternates are as slow), in (0, 0.5]")
@@ -196,6 +198,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-timeout %v must be positive", f.timeout)
 	case f.maxBody <= 0:
 		return cfg, nil, fmt.Errorf("-max-response-bytes %d must be positive", f.maxBody)
+	case f.maxRespHeader < gateway.MinResponseHeaderBytes || f.maxRespHeader > gateway.MaxResponseHeaderBytesLimit:
+		return cfg, nil, fmt.Errorf("-max-response-header-bytes %d must be within [%d, %d]", f.maxRespHeader, gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit)
 	case f.drain < 0:
 		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
 	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
@@ -224,6 +228,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	cfg.MaxInFlightAttempts = f.maxAttempts
 	cfg.Timeout = f.timeout
 	cfg.MaxResponseBytes = f.maxBody
+	cfg.MaxResponseHeaderBytes = f.maxRespHeader
 	cfg.BackendProtocol = f.protocol
 	cfg.DisableProbation = !f.probation
 	cfg.TrustedHop = f.trustedHop

@@ -36,6 +36,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-max-attempts", "-1"},
 		{"-backends", ok, "-timeout", "0s"},
 		{"-backends", ok, "-max-response-bytes", "0"},
+		{"-backends", ok, "-max-response-header-bytes", "1023"},
+		{"-backends", ok, "-max-response-header-bytes", "1048577"},
 		{"-backends", ok, "-gate-threshold", "0.05"}, // removed: the gate no longer judges the hedge share
 		{"-backends", ok, "-gate-window", "0s"},
 		{"-backends", ok, "-gate-min-win-rate", "0"},
@@ -154,6 +156,33 @@ func TestServeProbationFlags(t *testing.T) {
 	}
 	if cfg := parse("-probation=false"); !cfg.DisableProbation {
 		t.Error("-probation=false left probation on")
+	}
+}
+
+// -max-response-header-bytes reaches the gateway's configuration, 64 KiB
+// unless given, like the client side's -max-header-bytes.
+func TestServeResponseHeaderFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, 64 << 10},
+		{[]string{"-max-response-header-bytes", "1024"}, 1024},
+		{[]string{"-max-response-header-bytes", "1048576"}, 1 << 20},
+	} {
+		var f serveFlags
+		fs := newFlags("serve", "", io.Discard)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"-backends", "http://127.0.0.1:1"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := f.config(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxResponseHeaderBytes != tc.want {
+			t.Errorf("%v: MaxResponseHeaderBytes %d, want %d", tc.args, cfg.MaxResponseHeaderBytes, tc.want)
+		}
 	}
 }
 
