@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"io"
 	"net/http"
+
+	"github.com/tailgate-dev/tailgate/hedge"
 )
 
 // sendCancel tells the peer whose cancel URL (up to the tie) is u that tie's
@@ -52,6 +54,11 @@ func (s *Server) deliver(tie, u string) bool {
 	}
 	resp, err := s.cancelRT.RoundTrip(req)
 	if err != nil {
+		return false
+	}
+	// A 101 hands over the raw connection, which the request's context no
+	// longer bounds: reading it would last until the peer closes.
+	if hedge.RefuseStrayUpgrade(req, resp) != nil {
 		return false
 	}
 	// A little of the body is read so the connection may be reused.
