@@ -79,8 +79,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer g.Close()
 	if err := serve(ctx, g, f, logger); err != nil {
+		// Once, through the logger that wrote every line before it, in
+		// the format asked for.
 		logger.Error("serve failed", "err", err)
-		fmt.Fprintf(stderr, "tailgate serve: %v\n", err)
 		return exitError
 	}
 	return exitOK
@@ -252,7 +253,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", f.listen, err)
+		return err // "listen tcp <addr>: ...": it names the address itself
 	}
 	srv := &http.Server{
 		Handler:           g,
@@ -276,7 +277,7 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 		if err != nil {
 			srv.Close()
 			<-errs
-			return fmt.Errorf("listen %s: %w", f.admin, err)
+			return err
 		}
 		admin := &http.Server{Handler: g.Admin(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}

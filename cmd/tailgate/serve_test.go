@@ -218,8 +218,17 @@ func TestServeListenErrorExits1(t *testing.T) {
 	defer ln.Close()
 	addr := strings.TrimPrefix(ln.URL, "http://")
 	code, _, stderr := runCmd("serve", "-backends", "http://127.0.0.1:1", "-listen", addr, "-admin", "")
-	if code != exitError || !strings.Contains(stderr, "listen") {
+	if code != exitError || !strings.Contains(stderr, "listen tcp "+addr) {
 		t.Errorf("exit %d stderr %q", code, stderr)
+	}
+	// Said once, and named once: not "listen X: listen tcp X: ..." twice.
+	if n := strings.Count(stderr, addr); n != 1 {
+		t.Errorf("the address appears %d times, want once:\n%s", n, stderr)
+	}
+	// The admin listener's failure too, after the client listener opened.
+	code, _, stderr = runCmd("serve", "-backends", "http://127.0.0.1:1", "-listen", "127.0.0.1:0", "-admin", addr)
+	if code != exitError || strings.Count(stderr, "listen tcp "+addr) != 1 || strings.Count(stderr, "serve failed") != 1 {
+		t.Errorf("admin: exit %d stderr %q", code, stderr)
 	}
 }
 
