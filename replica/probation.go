@@ -16,6 +16,15 @@ const (
 	DefaultProbationMinSamples = 5
 	DefaultProbationMaxShare   = 0.1
 	DefaultShadowRate          = 1.0
+	// DefaultProbationMinExcess is the least a median must exceed its
+	// peers' by to diverge, ratio aside: 2ms, about four network delays
+	// inside a data centre, and above the scheduling and GC pauses of a
+	// healthy server. A smaller gap is not what probation is for: it
+	// costs a client little, and no hedge could win it back (hedge delays
+	// are rarely below a few milliseconds). It keeps a healthy replica at
+	// 1.4ms from going on probation because its peers answer in 0.44ms
+	// (over 3x).
+	DefaultProbationMinExcess = 2 * time.Millisecond
 )
 
 // MaxProbationSamples is how many recent latency samples each replica keeps
@@ -33,9 +42,21 @@ type Probation struct {
 	Enabled bool
 
 	// Factor is how many times its peers' median latency a replica's
-	// median must exceed, for Window, to go on probation. Default 3; zero
-	// means the default; otherwise it must be above 1.
+	// median must exceed, for Window, to go on probation (and by
+	// MinExcess at least). Default 3; zero means the default; otherwise it
+	// must be above 1.
 	Factor float64
+
+	// MinExcess is how much, at least, a replica's median must exceed its
+	// peers' to diverge, as well as Factor times it: the ratio alone
+	// would send a replica at 1.4ms on probation for peers at 0.44ms.
+	// Default DefaultProbationMinExcess (2ms); zero means the default;
+	// negative means no floor (the ratio alone). Its exit counterpart,
+	// like ExitFactor's, is lower: a replica on probation comes back once
+	// its median exceeds its peers' by less than MinExcess × (ExitFactor
+	// - 1) / (Factor - 1) (1ms with the defaults), or by less than
+	// ExitFactor times.
+	MinExcess time.Duration
 
 	// ExitFactor is the ratio below which a replica on probation must stay,
 	// for Window, to come back: lower than Factor, so that a replica near
@@ -90,6 +111,9 @@ func (p Probation) withDefaults() (Probation, error) {
 	case p.ExitFactor < 1 || p.ExitFactor > p.Factor:
 		return p, fmt.Errorf("%w: probation exit factor %v must be within [1, factor %v]", ErrInvalid, p.ExitFactor, p.Factor)
 	}
+	if p.MinExcess == 0 {
+		p.MinExcess = DefaultProbationMinExcess
+	}
 	switch {
 	case p.Window < 0:
 		return p, fmt.Errorf("%w: negative probation window %v", ErrInvalid, p.Window)
@@ -131,6 +155,18 @@ func (p Probation) MaxOnProbation(n int) int {
 	// The epsilon keeps 0.3 × 10 from flooring to 2.
 	c := int(math.Floor(share*float64(n) + 1e-9))
 	return min(max(c, 1), n-1)
+}
+
+// excess returns the floors of a median's excess over its peers', in ns:
+// to diverge (enter) and to stay on probation (exit), zero when there is
+// none. The exit floor is to the entry floor as the exit ratio's excess is
+// to the entry ratio's: (ExitFactor - 1) / (Factor - 1).
+func (p Probation) excess() (enter, exit float64) {
+	if p.MinExcess <= 0 {
+		return 0, 0
+	}
+	enter = float64(p.MinExcess)
+	return enter, enter * (p.ExitFactor - 1) / (p.Factor - 1)
 }
 
 // recoverySpan returns how far back the samples that judge a replica on
@@ -199,6 +235,9 @@ type probationJudge struct {
 	maxOn       int
 	next        atomic.Int64 // when the next judgement is due, ns since epoch
 	recent      []samples    // per replica, guarded by its mu; nil when off
+	// A median's excess over its peers' (ns) must be above enterExcess to
+	// diverge, and below exitExcess (or under the exit ratio) to recover.
+	enterExcess, exitExcess float64
 
 	mu    sync.Mutex
 	last  int64 // when it last judged
@@ -214,6 +253,7 @@ func (j *probationJudge) init(p Probation, n int) {
 	j.window = int64(p.Window)
 	j.span = int64(p.recoverySpan())
 	j.every = max(j.window/10, int64(time.Millisecond))
+	j.enterExcess, j.exitExcess = p.excess()
 	j.shadowEvery = max(int64(float64(time.Second)/p.ShadowRate), 1)
 	j.maxOn = p.MaxOnProbation(n)
 	j.last = math.MinInt64
@@ -259,10 +299,12 @@ func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
 // probation, from those taken since it went on, over the last recovery
 // span. Its peers' median is the median of the medians of the serving
 // replicas other than itself with at least MinSamples samples. A serving
-// replica diverges while its median is above Factor × its peers'; after
-// Window of that it goes on probation, worst ratio first, while the cap
-// allows. A replica on probation recovers while its median is below
-// ExitFactor × its peers'; after Window of that it comes back. Without
+// replica diverges while its median is above Factor × its peers' and more
+// than MinExcess above theirs; after Window of that it goes on probation,
+// worst ratio first, while the cap allows. A replica on probation recovers
+// while its median is below ExitFactor × its peers', or less than its exit
+// excess above theirs (see Probation.MinExcess); after Window of that it
+// comes back. Without
 // enough samples, or without peers to compare with, nothing holds: a
 // divergence or recovery in progress starts over.
 func (j *probationJudge) judge(s *Set, off int64) {
@@ -299,7 +341,7 @@ func (j *probationJudge) judge(s *Set, off int64) {
 			continue
 		}
 		p.peers = peersMedian(j.sort, -1)
-		if p.n < f.MinSamples || len(j.sort) == 0 || p.p50 >= f.ExitFactor*p.peers {
+		if p.n < f.MinSamples || len(j.sort) == 0 || p.p50 >= f.ExitFactor*p.peers && p.p50-p.peers >= j.exitExcess {
 			p.status, p.hold = OnProbation, 0
 			continue
 		}
@@ -329,7 +371,7 @@ func (j *probationJudge) judge(s *Set, off int64) {
 			self, _ := slices.BinarySearch(j.sort, p.p50)
 			p.peers = peersMedian(j.sort, self)
 		}
-		if p.n < f.MinSamples || len(j.sort) < 2 || p.p50 <= f.Factor*p.peers {
+		if p.n < f.MinSamples || len(j.sort) < 2 || p.p50 <= f.Factor*p.peers || p.p50-p.peers <= j.enterExcess {
 			if p.status == Diverging {
 				p.status, p.hold = Serving, 0
 			}
