@@ -268,6 +268,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 
 	x := g.newExchange(r, budgetValue)
 	resp, err := g.transport.RoundTripWith(&x.req, x)
+	x.decide(resp, err, client.Err() != nil)
 	if !x.started {
 		// The primary never started (no replica, or the client had gone
 		// before the engine ran): its slot was never an attempt's.
