@@ -108,6 +108,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	g.metrics.registerBudget(g.hedger.Policy().Budget)
 	g.checkExpected = !g.hedger.Policy().IgnoreDeadline
 	g.base = cfg.Base
 	if g.base == nil {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/buildinfo"
 )
 
 // replicaCounts returns tailgate_replica_attempts_total's non-zero series
@@ -248,19 +247,6 @@ func TestReplicaLabel(t *testing.T) {
 		if got := replicaLabel(in); got != want {
 			t.Errorf("replicaLabel(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-// tailgate_build_info is 1, with the labels the version command prints.
-func TestBuildInfoGauge(t *testing.T) {
-	g, err := New(Config{Backends: []string{"http://127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	bi := buildinfo.Get()
-	if v := gaugeValue(t, g, "tailgate_build_info", "version", bi.Version, "revision", bi.Revision, "goversion", bi.GoVersion); v != 1 {
-		t.Errorf("tailgate_build_info = %v", v)
 	}
 }
 
