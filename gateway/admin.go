@@ -82,6 +82,9 @@ type ProbationState struct {
 	WindowMs       float64 `json:"windowMs"`
 	MinSamples     int     `json:"minSamples"`
 	ShadowRate     float64 `json:"shadowRate"`
+	// MinExcessMs is how far above its peers' a replica's median must be,
+	// as well as Factor times, to go on probation; 0: no floor.
+	MinExcessMs float64 `json:"minExcessMs"`
 	// Shadows counts shadow requests by outcome: success, failure,
 	// canceled, skipped.
 	Shadows map[string]int64 `json:"shadows"`
@@ -182,7 +185,7 @@ func (g *Gateway) probationState() ProbationState {
 	p := g.set.Config().Probation
 	st := ProbationState{
 		Enabled: p.Enabled, OnProbation: g.set.OnProbation(), MaxOnProbation: p.MaxOnProbation(g.set.Len()),
-		Factor: p.Factor, ExitFactor: p.ExitFactor, WindowMs: ms(p.Window), MinSamples: p.MinSamples,
+		Factor: p.Factor, ExitFactor: p.ExitFactor, MinExcessMs: ms(max(p.MinExcess, 0)), WindowMs: ms(p.Window), MinSamples: p.MinSamples,
 		ShadowRate: p.ShadowRate, Shadows: map[string]int64{},
 	}
 	if !p.Enabled {

@@ -29,6 +29,7 @@ type exchange struct {
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
 	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
 	started bool                            // the primary was picked (set on the handler's goroutine)
+	tally   attemptTally                    // each attempt's outcome, for tailgate_replica_attempts_total
 
 	// Tied mode only (see tied.go).
 	tie   tieState
@@ -158,6 +159,7 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	}
 	x.g.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
+	x.attemptDone(a, resp, verdict)
 	if verdict != nil {
 		x.g.metrics.attemptFailed(failureReason(resp, verdict))
 	}

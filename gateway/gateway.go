@@ -107,6 +107,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	g.metrics.registerBudget(g.hedger.Policy().Budget)
 	g.checkExpected = !g.hedger.Policy().IgnoreDeadline
 	g.base = cfg.Base
 	if g.base == nil {
@@ -273,6 +274,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 
 	x := g.newExchange(r, budgetValue)
 	resp, err := g.transport.RoundTripWith(&x.req, x)
+	x.decide(resp, err, client.Err() != nil)
 	if !x.started {
 		// The primary never started (no replica, or the client had gone
 		// before the engine ran): its slot was never an attempt's.

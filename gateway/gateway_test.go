@@ -776,7 +776,7 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 		if len(st.Replicas) != 2 || st.Hedge.DelayMs != 10 || st.InFlight.MaxRequests != 128 || st.InFlight.MaxAttempts != 160 ||
 			st.InFlight.MaxShadows != DefaultMaxInFlightShadows || !st.Probation.Enabled || st.Probation.MaxOnProbation != 1 ||
-			st.Probation.Factor != 3 || st.Probation.WindowMs != 5000 || st.Replicas[0].Probation == nil ||
+			st.Probation.Factor != 3 || st.Probation.MinExcessMs != 2 || st.Probation.WindowMs != 5000 || st.Replicas[0].Probation == nil ||
 			!st.Hedge.Gate.Open || st.Hedge.Gate.Reason != "open" || st.Hedge.Gate.Signals == nil {
 			t.Errorf("debug %+v", st)
 		}

@@ -39,6 +39,8 @@ type metrics struct {
 	gateShut    bool                          // as last reported, to tell moves from changes of signal
 	log         *slog.Logger
 
+	replicaAttempts replicaAttempts // by replica, role and outcome (see replicametrics.go)
+
 	// Tied mode only: nil otherwise.
 	tiedCopies   []prometheus.Counter          // by copy: first, second
 	tiedDropped  map[string]prometheus.Counter // by when: queued, arrival
@@ -101,8 +103,9 @@ func newMetrics(g *Gateway) *metrics {
 		m.suppressed[r] = suppressed.WithLabelValues(r.String())
 	}
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
+	m.replicaAttempts = newReplicaAttempts(g.cfg.Backends)
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
-		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g})
+		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
 		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
@@ -345,7 +348,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descProbation, prometheus.GaugeValue, on, s.Name)
 			ch <- prometheus.MustNewConstMetric(descTransitions, prometheus.CounterValue, float64(p.Entries), s.Name, "probation")
 			ch <- prometheus.MustNewConstMetric(descTransitions, prometheus.CounterValue, float64(p.Exits), s.Name, "serving")
-			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, p.P50Ms/1e3, s.Name)
+			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, msSeconds(p.P50Ms), s.Name)
 		}
 	}
 	st := c.g.hedger.Stats() // evaluates the gate if that is due

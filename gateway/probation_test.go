@@ -226,6 +226,9 @@ func TestProbationInMemory(t *testing.T) {
 		if n := gaugeValue(t, g, "tailgate_shadow_requests_total", "outcome", "success"); n != float64(s2) {
 			t.Errorf("tailgate_shadow_requests_total{success} = %v, want %d", n, s2)
 		}
+		if n := gaugeValue(t, g, "tailgate_replica_attempts_total", "replica", "http://c.test", "role", "shadow", "outcome", "answered"); n != float64(s2) {
+			t.Errorf("tailgate_replica_attempts_total{c, shadow, answered} = %v, want %d", n, s2)
+		}
 		if v := gaugeValue(t, g, "tailgate_replica_probation", "replica", "http://c.test"); v != 1 {
 			t.Errorf("tailgate_replica_probation{c} = %v", v)
 		}
@@ -288,6 +291,9 @@ func TestCloseCancelsShadows(t *testing.T) {
 		g.Close() // returns only once the hanging shadow has ended
 		if v := gaugeValue(t, g, "tailgate_shadow_requests_total", "outcome", "canceled"); v != 1 {
 			t.Errorf("%v shadows canceled by Close, want 1", v)
+		}
+		if v := gaugeValue(t, g, "tailgate_replica_attempts_total", "replica", "http://c.test", "role", "shadow", "outcome", "canceled"); v != 1 {
+			t.Errorf("tailgate_replica_attempts_total{c, shadow, canceled} = %v, want 1", v)
 		}
 		if st := g.Replicas().Snapshot(time.Now())[2]; st.InFlight != 0 {
 			t.Errorf("replica c: %d in flight after Close", st.InFlight)

@@ -140,6 +140,7 @@ func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time
 	}
 	o := outcome(err)
 	g.set.Done(t, o, time.Now())
+	g.metrics.replicaAttempts.count(t.Replica(), roleShadow, shadowOutcome(err))
 	switch o {
 	case replica.Success:
 		g.metrics.shadow(shadowSuccess)

@@ -388,6 +388,11 @@ func TestTiedDroppedNeverWins(t *testing.T) {
 		if c := tiedCounts(g); c.DroppedQueued != 2 || c.Requests[tiedFailed] != 1 {
 			t.Errorf("tied counts %+v", c)
 		}
+		// Dropped for its twin: lost, not failed, on either replica.
+		if got := replicaCounts(t, g); !mapsEqual(got, map[string]float64{"a.test primary lost": 1, "b.test hedge lost": 1}) &&
+			!mapsEqual(got, map[string]float64{"b.test primary lost": 1, "a.test hedge lost": 1}) {
+			t.Errorf("replica attempts %v", got)
+		}
 		for _, st := range g.Replicas().Snapshot(time.Now()) {
 			if st.Failures != 0 || st.Successes != 0 || st.EWMA != 0 {
 				t.Errorf("%s: %+v", st.Name, st)

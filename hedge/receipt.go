@@ -213,6 +213,11 @@ type Millis time.Duration
 // Duration converts m back to a time.Duration.
 func (m Millis) Duration() time.Duration { return time.Duration(m) }
 
+// String formats m as a time.Duration does ("10ms", "1.5s"), so that
+// printing a receipt's figures shows durations, not a count of
+// nanoseconds; JSON keeps its number of milliseconds.
+func (m Millis) String() string { return time.Duration(m).String() }
+
 // MarshalJSON writes m as an exact decimal number of milliseconds.
 func (m Millis) MarshalJSON() ([]byte, error) {
 	return appendMillis(nil, int64(m)), nil

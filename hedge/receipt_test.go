@@ -2,6 +2,7 @@ package hedge
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -78,6 +79,21 @@ func TestMillisJSON(t *testing.T) {
 	}
 	if err := m.UnmarshalJSON([]byte("null")); err != nil {
 		t.Error(err)
+	}
+}
+
+// Printed, a Millis reads as a duration: fmt.Print(receipt.Delay) once
+// printed 10000000.
+func TestMillisString(t *testing.T) {
+	r := sampleReceipt()
+	if got := fmt.Sprint(r.Delay); got != "25ms" {
+		t.Errorf("fmt.Sprint(Delay) = %q, want 25ms", got)
+	}
+	if got := fmt.Sprintf("%v %s", r.WinnerLatency, Millis(1500*time.Microsecond)); got != "31.234567ms 1.5ms" {
+		t.Errorf("got %q", got)
+	}
+	if got := fmt.Sprintf("%+v", r.Attempts[1]); !strings.Contains(got, "Start:25ms Duration:6.234567ms") {
+		t.Errorf("an attempt record printed: %s", got)
 	}
 }
 

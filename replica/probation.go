@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,15 @@ const (
 	DefaultProbationMinSamples = 5
 	DefaultProbationMaxShare   = 0.1
 	DefaultShadowRate          = 1.0
+	// DefaultProbationMinExcess is the least a median must exceed its
+	// peers' by to diverge, ratio aside: 2ms, about four network delays
+	// inside a data centre, and above the scheduling and GC pauses of a
+	// healthy server. A smaller gap is not what probation is for: it
+	// costs a client little, and no hedge could win it back (hedge delays
+	// are rarely below a few milliseconds). It keeps a healthy replica at
+	// 1.4ms from going on probation because its peers answer in 0.44ms
+	// (over 3x).
+	DefaultProbationMinExcess = 2 * time.Millisecond
 )
 
 // MaxProbationSamples is how many recent latency samples each replica keeps
@@ -35,9 +42,21 @@ type Probation struct {
 	Enabled bool
 
 	// Factor is how many times its peers' median latency a replica's
-	// median must exceed, for Window, to go on probation. Default 3; zero
-	// means the default; otherwise it must be above 1.
+	// median must exceed, for Window, to go on probation (and by
+	// MinExcess at least). Default 3; zero means the default; otherwise it
+	// must be above 1.
 	Factor float64
+
+	// MinExcess is how much, at least, a replica's median must exceed its
+	// peers' to diverge, as well as Factor times it: the ratio alone
+	// would send a replica at 1.4ms on probation for peers at 0.44ms.
+	// Default DefaultProbationMinExcess (2ms); zero means the default;
+	// negative means no floor (the ratio alone). Its exit counterpart,
+	// like ExitFactor's, is lower: a replica on probation comes back once
+	// its median exceeds its peers' by less than MinExcess × (ExitFactor
+	// - 1) / (Factor - 1) (1ms with the defaults), or by less than
+	// ExitFactor times.
+	MinExcess time.Duration
 
 	// ExitFactor is the ratio below which a replica on probation must stay,
 	// for Window, to come back: lower than Factor, so that a replica near
@@ -92,6 +111,9 @@ func (p Probation) withDefaults() (Probation, error) {
 	case p.ExitFactor < 1 || p.ExitFactor > p.Factor:
 		return p, fmt.Errorf("%w: probation exit factor %v must be within [1, factor %v]", ErrInvalid, p.ExitFactor, p.Factor)
 	}
+	if p.MinExcess == 0 {
+		p.MinExcess = DefaultProbationMinExcess
+	}
 	switch {
 	case p.Window < 0:
 		return p, fmt.Errorf("%w: negative probation window %v", ErrInvalid, p.Window)
@@ -135,6 +157,18 @@ func (p Probation) MaxOnProbation(n int) int {
 	return min(max(c, 1), n-1)
 }
 
+// excess returns the floors of a median's excess over its peers', in ns:
+// to diverge (enter) and to stay on probation (exit), zero when there is
+// none. The exit floor is to the entry floor as the exit ratio's excess is
+// to the entry ratio's: (ExitFactor - 1) / (Factor - 1).
+func (p Probation) excess() (enter, exit float64) {
+	if p.MinExcess <= 0 {
+		return 0, 0
+	}
+	enter = float64(p.MinExcess)
+	return enter, enter * (p.ExitFactor - 1) / (p.Factor - 1)
+}
+
 // recoverySpan returns how far back the samples that judge a replica on
 // probation go: Window, or longer when ShadowRate would not fit twice
 // MinSamples shadows in it.
@@ -144,83 +178,6 @@ func (p Probation) recoverySpan() time.Duration {
 		need = 100 * 365 * 24 * time.Hour
 	}
 	return max(p.Window, need)
-}
-
-// ProbationStatus is where a replica stands with probation.
-type ProbationStatus uint8
-
-// Probation statuses.
-const (
-	// Serving: the replica takes primaries and hedges.
-	Serving ProbationStatus = iota
-	// Diverging: still serving, but its median latency is above Factor ×
-	// its peers'; it goes on probation once that has lasted Window (unless
-	// the cap holds it back).
-	Diverging
-	// OnProbation: no primaries or hedges unless no other replica is
-	// available; only shadow requests.
-	OnProbation
-	// Recovering: on probation, but its shadows' median is below ExitFactor
-	// × its peers'; it comes back once that has lasted Window.
-	Recovering
-)
-
-var probationNames = [...]string{"serving", "diverging", "probation", "recovering"}
-
-// String returns "serving", "diverging", "probation" or "recovering".
-func (p ProbationStatus) String() string {
-	if int(p) < len(probationNames) {
-		return probationNames[p]
-	}
-	return "ProbationStatus(" + strconv.Itoa(int(p)) + ")"
-}
-
-// OnProbation reports whether the status keeps the replica out of the
-// rotation: OnProbation or Recovering.
-func (p ProbationStatus) OnProbation() bool { return p == OnProbation || p == Recovering }
-
-// MarshalText encodes the status as its String.
-func (p ProbationStatus) MarshalText() ([]byte, error) {
-	if int(p) >= len(probationNames) {
-		return nil, fmt.Errorf("replica: unknown probation status %d", uint8(p))
-	}
-	return []byte(p.String()), nil
-}
-
-// UnmarshalText decodes what MarshalText produces.
-func (p *ProbationStatus) UnmarshalText(text []byte) error {
-	for i, n := range probationNames {
-		if string(text) == n {
-			*p = ProbationStatus(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("replica: unknown probation status %q", text)
-}
-
-// ProbationState is a replica's probation as a Snapshot shows it. Its JSON
-// field names are stable.
-type ProbationState struct {
-	Status ProbationStatus `json:"status"`
-	// Since is when the replica went on probation (OnProbation,
-	// Recovering), when its divergence began (Diverging), or when it last
-	// came off probation (Serving; zero if it never was on).
-	Since time.Time `json:"since,omitzero"`
-	// Reason explains the status in words, with the figures it was judged
-	// on: why the replica went on probation, how long it has diverged or
-	// recovered and whether the cap holds it back, or why it came off.
-	Reason string `json:"reason,omitempty"`
-	// P50Ms is the replica's median latency over its window at the last
-	// judgement, PeersP50Ms the median of its serving peers' medians, and
-	// Samples how many samples the former rests on; zero when unknown.
-	P50Ms      float64 `json:"p50Ms"`
-	PeersP50Ms float64 `json:"peersP50Ms"`
-	Samples    int     `json:"samples"`
-	// Entries and Exits count the replica's moves on and off probation.
-	Entries uint64 `json:"entries"`
-	Exits   uint64 `json:"exits"`
-	// Shadows counts shadow tickets handed out for the replica.
-	Shadows uint64 `json:"shadows"`
 }
 
 // samples is a ring of a replica's recent latency samples, guarded by the
@@ -278,6 +235,9 @@ type probationJudge struct {
 	maxOn       int
 	next        atomic.Int64 // when the next judgement is due, ns since epoch
 	recent      []samples    // per replica, guarded by its mu; nil when off
+	// A median's excess over its peers' (ns) must be above enterExcess to
+	// diverge, and below exitExcess (or under the exit ratio) to recover.
+	enterExcess, exitExcess float64
 
 	mu    sync.Mutex
 	last  int64 // when it last judged
@@ -293,6 +253,7 @@ func (j *probationJudge) init(p Probation, n int) {
 	j.window = int64(p.Window)
 	j.span = int64(p.recoverySpan())
 	j.every = max(j.window/10, int64(time.Millisecond))
+	j.enterExcess, j.exitExcess = p.excess()
 	j.shadowEvery = max(int64(float64(time.Second)/p.ShadowRate), 1)
 	j.maxOn = p.MaxOnProbation(n)
 	j.last = math.MinInt64
@@ -338,10 +299,12 @@ func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
 // probation, from those taken since it went on, over the last recovery
 // span. Its peers' median is the median of the medians of the serving
 // replicas other than itself with at least MinSamples samples. A serving
-// replica diverges while its median is above Factor × its peers'; after
-// Window of that it goes on probation, worst ratio first, while the cap
-// allows. A replica on probation recovers while its median is below
-// ExitFactor × its peers'; after Window of that it comes back. Without
+// replica diverges while its median is above Factor × its peers' and more
+// than MinExcess above theirs; after Window of that it goes on probation,
+// worst ratio first, while the cap allows. A replica on probation recovers
+// while its median is below ExitFactor × its peers', or less than its exit
+// excess above theirs (see Probation.MinExcess); after Window of that it
+// comes back. Without
 // enough samples, or without peers to compare with, nothing holds: a
 // divergence or recovery in progress starts over.
 func (j *probationJudge) judge(s *Set, off int64) {
@@ -378,7 +341,7 @@ func (j *probationJudge) judge(s *Set, off int64) {
 			continue
 		}
 		p.peers = peersMedian(j.sort, -1)
-		if p.n < f.MinSamples || len(j.sort) == 0 || p.p50 >= f.ExitFactor*p.peers {
+		if p.n < f.MinSamples || len(j.sort) == 0 || p.p50 >= f.ExitFactor*p.peers && p.p50-p.peers >= j.exitExcess {
 			p.status, p.hold = OnProbation, 0
 			continue
 		}
@@ -408,7 +371,7 @@ func (j *probationJudge) judge(s *Set, off int64) {
 			self, _ := slices.BinarySearch(j.sort, p.p50)
 			p.peers = peersMedian(j.sort, self)
 		}
-		if p.n < f.MinSamples || len(j.sort) < 2 || p.p50 <= f.Factor*p.peers {
+		if p.n < f.MinSamples || len(j.sort) < 2 || p.p50 <= f.Factor*p.peers || p.p50-p.peers <= j.enterExcess {
 			if p.status == Diverging {
 				p.status, p.hold = Serving, 0
 			}
@@ -525,76 +488,4 @@ func (s *Set) PickShadow(now time.Time) (i int, t Ticket, ok bool) {
 		}
 	}
 	return -1, Ticket{}, false
-}
-
-// probationState returns replica i's probation as of the last judgement,
-// or nil when probation is off. It takes the judge's mu.
-func (s *Set) probationState(i int) *ProbationState {
-	if !s.cfg.Probation.Enabled {
-		return nil
-	}
-	j := &s.prob
-	j.mu.Lock()
-	p := j.state[i]
-	last, onProb := j.last, int(s.onProbation.Load())
-	j.mu.Unlock()
-	st := &ProbationState{
-		Status: p.status, P50Ms: p.p50 / 1e6, PeersP50Ms: p.peers / 1e6, Samples: p.n,
-		Entries: p.entries, Exits: p.exits, Shadows: s.reps[i].shadows.Load(),
-	}
-	window := time.Duration(j.window)
-	switch p.status {
-	case Serving:
-		if p.exits > 0 {
-			st.Since = s.timeAt(p.since)
-			st.Reason = "came off probation: " + judgement(p.moveP50, p.movePeers) +
-				" for " + short(time.Duration(p.moveHeld)).String()
-		}
-	case Diverging:
-		st.Since = s.timeAt(p.hold)
-		st.Reason = judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
-			" of " + window.String()
-		if p.capped {
-			st.Reason += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
-				" replicas on probation already"
-		}
-	case OnProbation, Recovering:
-		st.Since = s.timeAt(p.since)
-		st.Reason = judgement(p.moveP50, p.movePeers) + " for " + short(time.Duration(p.moveHeld)).String()
-		if p.status == Recovering {
-			st.Reason += "; recovering: " + judgement(p.p50, p.peers) + " for " +
-				short(time.Duration(last-p.hold)).String() + " of " + window.String()
-		}
-	}
-	return st
-}
-
-// judgement says how a median compares with its peers', such as "p50 41ms
-// is 8.2x peers' 5ms".
-func judgement(p50, peers float64) string {
-	var b strings.Builder
-	b.WriteString("p50 ")
-	b.WriteString(short(time.Duration(p50)).String())
-	if peers > 0 {
-		b.WriteString(" is ")
-		b.WriteString(strconv.FormatFloat(p50/peers, 'f', 1, 64))
-		b.WriteString("x")
-	} else {
-		b.WriteString(" against")
-	}
-	b.WriteString(" peers' ")
-	b.WriteString(short(time.Duration(peers)).String())
-	return b.String()
-}
-
-// short rounds d to two significant digits, for words.
-func short(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	u := time.Duration(1)
-	for d/u >= 100 {
-		u *= 10
-	}
-	return d.Round(u)
 }

@@ -60,7 +60,7 @@ func TestNewFillsDefaults(t *testing.T) {
 	want := Config{FailureThreshold: 5, Cooldown: 5 * time.Second, MaxCooldown: time.Minute, DecayTime: 10 * time.Second,
 		// Filled in even while off, so that Config shows what turning it on
 		// would mean.
-		Probation: Probation{Factor: 3, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}}
+		Probation: Probation{Factor: 3, MinExcess: 2 * time.Millisecond, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}}
 	if got := s.Config(); got != want {
 		t.Errorf("Config() = %+v, want %+v", got, want)
 	}

@@ -26,7 +26,8 @@ import (
 const labSynopsis = `Runs a lab experiment on 127.0.0.1 and reports it: JSON Lines on stdout,
 the full report as JSON with -out, and an HTML page with plots with -html.
 
-  compare    the lab's client: one slow primary alone, then hedged to a fast secondary
+  compare    the lab's client: a primary alone, then hedged to a secondary (your
+             endpoints, or fixtures: a slow primary and a fast secondary)
   straggler  two replicas, a few slow primaries: directly, then through the gateway
   sweep      the latency/work frontier: fixed delays and adaptive percentiles
   overload   offered load past capacity, with and without the budget and gate

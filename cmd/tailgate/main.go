@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ var commands = []command{
 	{"lab", "run an experiment: compare | straggler | sweep | overload | fanout | bigtable | tied | probation", runLab},
 	{"fixture", "run a controlled replica on a loopback address", runFixture},
 	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
+	{"version", "print the version, VCS revision and Go version of this binary", runVersion},
 }
 
 func main() {
@@ -54,9 +56,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			// "tailgate help serve" is "tailgate serve -h"; further words
+			// go along, so that "help lab compare" reaches compare's.
+			return runCommand(ctx, append(args[1:], "-h"), stdout, stderr)
+		}
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(ctx, args[1:], stdout, stderr)
 	}
+	return runCommand(ctx, args, stdout, stderr)
+}
+
+// runCommand runs the command args[0] names with the rest of args.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, c := range commands {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdout, stderr)
@@ -94,26 +108,44 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 
 // parseFlags parses args and maps the outcome to an exit code: -1 to go on,
 // exitOK after -h (usage goes to stdout, so it can be paged), exitUsage
-// after a bad flag or a stray argument (reported on stderr).
+// after a bad flag or a stray argument (reported on stderr, with one line
+// pointing to -h: the whole usage, which the flag package would print,
+// runs to dozens of lines and scrolls the error out of sight).
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
+	usage := fs.Usage
+	help := func() int {
+		fs.SetOutput(stdout)
+		usage()
+		return exitOK
+	}
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return exitOK
+			return help()
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {} // the flag package calls it after each error: see hint
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h=true and the like
+		return help()
+	case err != nil:
+		hint(fs)
 		return exitUsage
-	}
-	if fs.NArg() > 0 {
+	case fs.NArg() > 0:
 		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		hint(fs)
 		return exitUsage
 	}
 	return -1
+}
+
+// hint points from an error on the command line to the usage.
+func hint(fs *flag.FlagSet) {
+	fmt.Fprintf(fs.Output(), "Run \"%s -h\" for usage.\n", fs.Name())
 }
 
 // usageError prints a flag-value error and returns exitUsage.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tailgate-dev/tailgate/internal/buildinfo"
 	"go.uber.org/goleak"
 )
 
@@ -43,6 +44,83 @@ func TestUsage(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, "Usage: tailgate "+cmd) || !strings.Contains(stdout, "-json") {
 			t.Errorf("%s -h: %d %q", cmd, code, stdout)
 		}
+	}
+}
+
+// "tailgate help <command>" is "<command> -h", down to a lab experiment.
+func TestHelpCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "serve"}, "Usage: tailgate serve [flags]"},
+		{[]string{"help", "calc"}, "Usage: tailgate calc [flags]"},
+		{[]string{"help", "lab"}, "Usage: tailgate lab <experiment>"},
+		{[]string{"help", "lab", "compare"}, "Usage: tailgate lab compare [flags]"},
+		{[]string{"help", "version"}, "Usage: tailgate version [flags]"},
+		{[]string{"help", "help"}, "Tailgate tames tail latency"},
+	} {
+		code, stdout, stderr := runCmd(tc.args...)
+		if code != exitOK || !strings.HasPrefix(stdout, tc.want) || stderr != "" {
+			t.Errorf("%v: exit %d, stdout begins %q, stderr %q; want 0 and %q", tc.args, code, firstLine(stdout), stderr, tc.want)
+		}
+	}
+	if code, _, stderr := runCmd("help", "frobnicate"); code != exitUsage || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("help frobnicate: %d %q", code, stderr)
+	}
+}
+
+// A wrong flag or a stray argument is reported with one line pointing to
+// -h, not followed by the whole usage that would scroll it away; for
+// every command and experiment.
+func TestBadFlagShortError(t *testing.T) {
+	var cmds [][]string
+	for _, c := range commands {
+		if c.name != "lab" {
+			cmds = append(cmds, []string{c.name})
+		}
+	}
+	for name := range experiments {
+		cmds = append(cmds, []string{"lab", name})
+	}
+	for _, cmd := range cmds {
+		name := "tailgate " + strings.Join(cmd, " ")
+		for _, bad := range [][]string{{"-frobnicate"}, {"stray"}} {
+			code, stdout, stderr := runCmd(append(cmd, bad...)...)
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			want := `Run "` + name + ` -h" for usage.`
+			if code != exitUsage || stdout != "" || len(lines) != 2 || lines[1] != want {
+				t.Errorf("%s %v: exit %d, stderr:\n%s\nwant 2 lines: the error, then %q", name, bad, code, stderr, want)
+			}
+		}
+	}
+	// -h given the flag package's way still prints the usage, on stdout.
+	if code, stdout, _ := runCmd("calc", "-h=true"); code != exitOK || !strings.HasPrefix(stdout, "Usage: tailgate calc") {
+		t.Errorf("calc -h=true: %d %q", code, firstLine(stdout))
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func TestVersion(t *testing.T) {
+	want := buildinfo.Get().String() + "\n"
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		if code, stdout, stderr := runCmd(args...); code != exitOK || stdout != want || stderr != "" {
+			t.Errorf("%v: %d %q %q, want %q", args, code, stdout, stderr, want)
+		}
+	}
+	code, stdout, _ := runCmd("version", "-json")
+	var got buildinfo.Info
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitOK || got != buildinfo.Get() {
+		t.Errorf("version -json: %d %v %q", code, err, stdout)
+	}
+	// A test binary records no VCS revision: it says so rather than
+	// printing an empty field.
+	if !strings.Contains(want, "revision ") || strings.Contains(want, "revision ,") {
+		t.Errorf("version line %q", want)
 	}
 }
 

@@ -54,6 +54,7 @@ type serveFlags struct {
 	logLevel       string
 	probation      bool
 	probFactor     float64
+	probMinExcess  time.Duration
 	probWindow     time.Duration
 	probMaxShare   float64
 	shadowRate     float64
@@ -81,8 +82,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer g.Close()
 	if err := serve(ctx, g, f, logger); err != nil {
+		// Once, through the logger that wrote every line before it, in
+		// the format asked for.
 		logger.Error("serve failed", "err", err)
-		fmt.Fprintf(stderr, "tailgate serve: %v\n", err)
 		return exitError
 	}
 	return exitOK
@@ -114,6 +116,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	fs.BoolVar(&f.probation, "probation", true, "latency-induced probation of replicas much slower than their peers (false turns it off)")
 	fs.Float64Var(&f.probFactor, "probation-factor", replica.DefaultProbationFactor, "probation: how many times its peers' median latency a replica's median must exceed (> 1)")
+	fs.DurationVar(&f.probMinExcess, "probation-min-excess", replica.DefaultProbationMinExcess, "probation: how much, at least, a replica's median must exceed its peers', as well as -probation-factor times (0: no floor, the ratio alone)")
 	fs.DurationVar(&f.probWindow, "probation-window", replica.DefaultProbationWindow, "probation: how long a divergence, or a recovery, must last (> 0)")
 	fs.Float64Var(&f.probMaxShare, "probation-max-share", replica.DefaultProbationMaxShare, "probation: most replicas on probation at once, as a share in (0, 1] (rounded down, but at least 1 of 2 or more, never all)")
 	fs.Float64Var(&f.shadowRate, "shadow-rate", replica.DefaultShadowRate, "probation: shadow requests per second to each replica on probation (copies of answered reads, marked Tailgate-Shadow: 1, answers discarded; > 0)")
@@ -206,6 +209,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
 	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
 		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
+	case f.probMinExcess < 0:
+		return cfg, nil, fmt.Errorf("-probation-min-excess %v must not be negative", f.probMinExcess)
 	case f.probWindow <= 0:
 		return cfg, nil, fmt.Errorf("-probation-window %v must be positive", f.probWindow)
 	case !(f.probMaxShare > 0 && f.probMaxShare <= 1):
@@ -232,7 +237,10 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	cfg.BackendProtocol = f.protocol
 	cfg.DisableProbation = !f.probation
 	cfg.TrustedHop = f.trustedHop
-	cfg.Replica.Probation = replica.Probation{Factor: f.probFactor, Window: f.probWindow, MaxShare: f.probMaxShare, ShadowRate: f.shadowRate}
+	cfg.Replica.Probation = replica.Probation{Factor: f.probFactor, MinExcess: f.probMinExcess, Window: f.probWindow, MaxShare: f.probMaxShare, ShadowRate: f.shadowRate}
+	if f.probMinExcess == 0 {
+		cfg.Replica.Probation.MinExcess = -1 // no floor (zero would mean the default)
+	}
 	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return cfg, nil, err
@@ -260,7 +268,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", f.listen, err)
+		return err // "listen tcp <addr>: ...": it names the address itself
 	}
 	srv := g.Server(gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes})
 	servers := []*http.Server{srv}
@@ -276,7 +284,7 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 		if err != nil {
 			srv.Close()
 			<-errs
-			return fmt.Errorf("listen %s: %w", f.admin, err)
+			return err
 		}
 		admin := &http.Server{Handler: g.Admin(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}

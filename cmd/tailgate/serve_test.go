@@ -56,6 +56,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-probation-factor", "0.5"},
 		{"-backends", ok, "-probation-factor", "NaN"},
 		{"-backends", ok, "-probation-factor", "+Inf"},
+		{"-backends", ok, "-probation-min-excess", "-1ms"},
+		{"-backends", ok, "-probation-min-excess", "soon"},
 		{"-backends", ok, "-probation-window", "0s"},
 		{"-backends", ok, "-probation-window", "-1s"},
 		{"-backends", ok, "-probation-max-share", "0"},
@@ -95,6 +97,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		`-probation\n[^\n]*\(default true\)`,
 		`-probation-factor float\n[^\n]*\(default 3\)`,
 		`-probation-window duration\n[^\n]*\(default 5s\)`,
+		`-probation-min-excess duration\n[^\n]*\(0: no floor, the ratio alone\) \(default 2ms\)`,
 		`-probation-max-share float\n[^\n]*\(default 0\.1\)`,
 		`-shadow-rate float\n[^\n]*\(default 1\)`,
 		"Tailgate-Shadow: 1",
@@ -133,13 +136,13 @@ func TestServeProbationFlags(t *testing.T) {
 		}
 		return cfg
 	}
-	cfg := parse("-probation-factor", "4", "-probation-window", "2s", "-probation-max-share", "0.5", "-shadow-rate", "3")
+	cfg := parse("-probation-factor", "4", "-probation-min-excess", "5ms", "-probation-window", "2s", "-probation-max-share", "0.5", "-shadow-rate", "3")
 	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	want := replica.Probation{Enabled: true, Factor: 4, ExitFactor: 4.0 * 2 / 3, Window: 2 * time.Second, MinSamples: replica.DefaultProbationMinSamples,
+	want := replica.Probation{Enabled: true, Factor: 4, MinExcess: 5 * time.Millisecond, ExitFactor: 4.0 * 2 / 3, Window: 2 * time.Second, MinSamples: replica.DefaultProbationMinSamples,
 		MaxShare: 0.5, ShadowRate: 3}
 	if got := g.Replicas().Config().Probation; got != want {
 		t.Errorf("probation %+v, want %+v", got, want)
@@ -150,9 +153,13 @@ func TestServeProbationFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	want = replica.Probation{Enabled: true, Factor: 3, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}
+	want = replica.Probation{Enabled: true, Factor: 3, MinExcess: 2 * time.Millisecond, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}
 	if got := g.Replicas().Config().Probation; got != want {
 		t.Errorf("default probation %+v, want %+v", got, want)
+	}
+	// 0 turns the floor off, which the configuration says with a negative.
+	if got := parse("-probation-min-excess", "0").Replica.Probation.MinExcess; got >= 0 {
+		t.Errorf("-probation-min-excess 0: MinExcess %v, want negative (no floor)", got)
 	}
 	if cfg := parse("-probation=false"); !cfg.DisableProbation {
 		t.Error("-probation=false left probation on")
@@ -297,8 +304,17 @@ func TestServeListenErrorExits1(t *testing.T) {
 	defer ln.Close()
 	addr := strings.TrimPrefix(ln.URL, "http://")
 	code, _, stderr := runCmd("serve", "-backends", "http://127.0.0.1:1", "-listen", addr, "-admin", "")
-	if code != exitError || !strings.Contains(stderr, "listen") {
+	if code != exitError || !strings.Contains(stderr, "listen tcp "+addr) {
 		t.Errorf("exit %d stderr %q", code, stderr)
+	}
+	// Said once, and named once: not "listen X: listen tcp X: ..." twice.
+	if n := strings.Count(stderr, addr); n != 1 {
+		t.Errorf("the address appears %d times, want once:\n%s", n, stderr)
+	}
+	// The admin listener's failure too, after the client listener opened.
+	code, _, stderr = runCmd("serve", "-backends", "http://127.0.0.1:1", "-listen", "127.0.0.1:0", "-admin", addr)
+	if code != exitError || strings.Count(stderr, "listen tcp "+addr) != 1 || strings.Count(stderr, "serve failed") != 1 {
+		t.Errorf("admin: exit %d stderr %q", code, stderr)
 	}
 }
 

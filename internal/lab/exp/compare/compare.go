@@ -27,8 +27,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Header: exp.Start("compare", cfg.Seed)}
 	var fixtures []*fixture.Fixture
 	if cfg.Primary == "" {
-		for i, m := range []fixture.Model{fixture.Constant(80 * time.Millisecond), fixture.Constant(5 * time.Millisecond)} {
-			f, err := fixture.Start(fixture.Config{Name: []string{"primary", "secondary"}[i], Model: m, Seed: cfg.Seed + uint64(i)})
+		for i, d := range fixtureLatency {
+			f, err := fixture.Start(fixture.Config{Name: []string{"primary", "secondary"}[i], Model: fixture.Constant(d), Seed: cfg.Seed + uint64(i)})
 			if err != nil {
 				fixture.CloseAll(fixtures)
 				return nil, err
@@ -87,6 +87,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	return rep, nil
 }
+
+// fixtureLatency is how long the primary and the secondary fixture take
+// to answer, when no endpoints are given.
+var fixtureLatency = [2]time.Duration{80 * time.Millisecond, 5 * time.Millisecond}
 
 // readIndexKey carries a read's index in its context, for endpointRouter.
 type readIndexKey struct{}

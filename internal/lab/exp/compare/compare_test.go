@@ -129,5 +129,53 @@ func TestCompareCDFTopsOutAtSuccessShare(t *testing.T) {
 	if p.YMin != 0 || p.YMax != 1 {
 		t.Errorf("CDF y range %v..%v, want 0..1 so the missing share shows", p.YMin, p.YMax)
 	}
+}
 
+// The section describes what was measured: with your own endpoints it
+// names them, not the fixtures' slow primary and fast secondary, and says
+// which way hedging moved the percentiles, even when it made them worse.
+func TestCompareSectionDescribesTheRun(t *testing.T) {
+	side := func(ok int, ms float64, failed int) Side {
+		return Side{Summary: load.Summarize(loadtest.Outcomes(ok, time.Duration(ms*float64(time.Millisecond)), failed, 0), time.Second), Attempts: ok + failed}
+	}
+	text := func(r *Report) string {
+		s := r.Section()
+		return s.Heading + "\n" + s.Text + "\n" + s.Plots[0].Caption
+	}
+	mine := Setup{Samples: 10, DelayMs: 10, Rate: 20, Primary: "http://127.0.0.1:8081/a", Secondary: "http://127.0.0.1:8082/b"}
+	for _, tc := range []struct {
+		name          string
+		base, hedged  Side
+		want, wantNot []string
+	}{
+		{"hedging made it worse", side(10, 2, 0), side(10, 9, 0),
+			[]string{"compare: http://127.0.0.1:8081/a alone, then hedged to http://127.0.0.1:8082/b", "Your endpoints.",
+				"lengthened p99 (2.0 ms alone, 9.0 ms hedged)", "lengthened p50", "at 1.00 attempts per read"},
+			[]string{"slow primary", "fast secondary", "removes", "shortened"}},
+		{"no change", side(10, 5, 0), side(10, 5.2, 0),
+			[]string{"left p99 about where it was (5.0 ms alone, 5.2 ms hedged)"}, []string{"shortened", "lengthened"}},
+		{"hedging helped", side(10, 80, 0), side(10, 5, 0),
+			[]string{"shortened p99 (80.0 ms alone, 5.0 ms hedged)"}, []string{"lengthened"}},
+		{"a failure at p99 alone", side(9, 5, 1), side(10, 5, 0),
+			[]string{"shortened p99 (failed alone, 5.0 ms hedged)"}, nil},
+		{"nothing succeeded", side(0, 5, 10), side(10, 5, 0),
+			[]string{"Nothing to compare: 0 of 10 reads succeeded alone, 10 of 10 hedged."}, []string{"p99"}},
+	} {
+		got := text(&Report{Config: mine, Baseline: tc.base, Hedged: tc.hedged})
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: lacks %q:\n%s", tc.name, w, got)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: says %q:\n%s", tc.name, w, got)
+			}
+		}
+	}
+	// With fixtures, their latencies as configured.
+	r := &Report{Config: Setup{Samples: 10, Rate: 20, Fixtures: true}, FixtureWork: &FixtureWork{}, Baseline: side(10, 80, 0), Hedged: side(10, 5, 0)}
+	if got := text(r); !strings.Contains(got, "the primary answers in 80ms, the secondary in 5ms") || !strings.Contains(got, "(fixtures)") {
+		t.Errorf("fixtures:\n%s", got)
+	}
 }

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tailgate-dev/tailgate/hedge"
@@ -58,19 +59,25 @@ type FixtureWork struct {
 	Hedged   exp.Work `json:"hedged"`
 }
 
-// Section implements Sectioner.
+// Section implements Sectioner. Its words describe the run as measured:
+// the fixtures' latencies only when fixtures ran, and what hedging did to
+// the percentiles, whichever way they moved.
 func (r *Report) Section() report.Section {
 	b, h := r.latencies[0], r.latencies[1]
-	work := "External endpoints: their work cannot be seen, only the client's attempts."
+	heading := "compare: " + r.Config.Primary + " alone, then hedged to " + r.Config.Secondary
+	setup := "Your endpoints."
+	work := "Their work cannot be seen, only the client's attempts."
 	if r.FixtureWork != nil {
+		heading = "compare: one slow primary, one fast secondary (fixtures)"
+		setup = fmt.Sprintf("Fixtures on 127.0.0.1: the primary answers in %v, the secondary in %v.", fixtureLatency[0], fixtureLatency[1])
 		work = fmt.Sprintf("The fixtures started %d requests for the baseline and %d for the hedged run; %d of the hedged run's completed after their client had gone (wasted work).",
 			r.FixtureWork.Baseline.Started, r.FixtureWork.Hedged.Started, r.FixtureWork.Hedged.CompletedAfterCancel)
 	}
 	return report.Section{
-		Heading: "compare: one slow primary, one fast secondary",
-		Text: fmt.Sprintf("%d reads at %.0f/s from %s alone, then hedged to %s after %.0f ms. %s",
-			r.Config.Samples, r.Config.Rate, r.Config.Primary, r.Config.Secondary, r.Config.DelayMs, work),
-		Plots: []report.Plot{exp.ReadsCDF("The further left, the faster; the gap between the curves near the top is the tail hedging removes.",
+		Heading: heading,
+		Text: fmt.Sprintf("%d reads at %.0f/s from %s alone, then hedged to %s after %.0f ms. %s %s %s",
+			r.Config.Samples, r.Config.Rate, r.Config.Primary, r.Config.Secondary, r.Config.DelayMs, setup, r.outcome(), work),
+		Plots: []report.Plot{exp.ReadsCDF("The further left, the faster; where the curves part near the top, the tails differ.",
 			exp.LatencyCDF("baseline (primary only)", b, r.Baseline.Requests, true),
 			exp.LatencyCDF("hedged", h, r.Hedged.Requests, false))},
 		Tables: []report.Table{{
@@ -82,4 +89,45 @@ func (r *Report) Section() report.Section {
 			},
 		}},
 	}
+}
+
+// outcome says in a sentence what hedging did to the tail (p99) and the
+// median, and what it cost in attempts: a change within 10% either way is
+// called none, since a run of a few hundred reads cannot tell it from
+// noise.
+func (r *Report) outcome() string {
+	base, hedged := r.Baseline.Summary, r.Hedged.Summary
+	if base.Succeeded == 0 || hedged.Succeeded == 0 {
+		return fmt.Sprintf("Nothing to compare: %d of %d reads succeeded alone, %d of %d hedged.",
+			base.Succeeded, base.Requests, hedged.Succeeded, hedged.Requests)
+	}
+	cost := ""
+	if hedged.Requests > 0 {
+		cost = fmt.Sprintf(", at %s attempts per read", exp.F2(float64(r.Hedged.Attempts)/float64(hedged.Requests)))
+	}
+	return fmt.Sprintf("Hedging %s and %s%s.", moved("p99", base.P99Ms, hedged.P99Ms), moved("p50", base.P50Ms, hedged.P50Ms), cost)
+}
+
+// moved says how a percentile went from alone (a) to hedged (h), both in
+// ms, +Inf where the read at that rank failed.
+func moved(name string, a, h float64) string {
+	figures := cell(a) + " alone, " + cell(h) + " hedged"
+	switch {
+	case math.IsInf(a, 1) && math.IsInf(h, 1):
+		return "left " + name + " failed (" + figures + ")"
+	case math.IsInf(h, 1) || h > 1.1*a:
+		return "lengthened " + name + " (" + figures + ")"
+	case math.IsInf(a, 1) || h < a/1.1:
+		return "shortened " + name + " (" + figures + ")"
+	}
+	return "left " + name + " about where it was (" + figures + ")"
+}
+
+// cell writes a percentile for a sentence: "5.0 ms", or "failed" as the
+// table says (exp.Cell).
+func cell(x float64) string {
+	if math.IsInf(x, 1) {
+		return "failed"
+	}
+	return exp.Cell(x) + " ms"
 }
