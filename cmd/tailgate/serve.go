@@ -278,7 +278,7 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 			<-errs
 			return fmt.Errorf("listen %s: %w", f.admin, err)
 		}
-		admin := &http.Server{Handler: g.Admin(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
+		admin := &http.Server{Handler: adminHandler(g, processRegistry()), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 		servers = append(servers, admin)
 		go func() { errs <- admin.Serve(aln) }()
