@@ -1,7 +1,7 @@
 // Package connlimit bounds the connections a listener holds open at once,
-// so that the memory they cost (about 21 KiB each for an idle HTTP/1.1
+// so that the memory they cost (about 22 KiB each for an idle HTTP/1.1
 // keep-alive connection in net/http: two 4 KiB bufio buffers, the
-// connection's state and its goroutine's stack) has a ceiling, whatever
+// connection's state and its goroutine's 8 KiB stack) has a ceiling, whatever
 // clients do.
 //
 // At the limit a new connection takes the place of the connection that has
