@@ -15,6 +15,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/connlimit"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -50,6 +51,7 @@ type serveFlags struct {
 	protocol       string
 	drain          time.Duration
 	maxHeaderBytes int
+	maxConns       int
 	logFormat      string
 	logLevel       string
 	probation      bool
@@ -112,6 +114,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request line and header block accepted from clients; larger: 431")
+	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "client connections open at once (about 22 KiB each when idle); beyond it a new connection closes the longest-idle keep-alive one, or is refused (reset) when none is idle")
 	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
 	fs.BoolVar(&f.probation, "probation", true, "latency-induced probation of replicas much slower than their peers (false turns it off)")
@@ -207,6 +210,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
 	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
+	case f.maxConns < 1:
+		return cfg, nil, fmt.Errorf("-max-conns %d must be at least 1", f.maxConns)
 	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
 		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
 	case f.probMinExcess < 0:
@@ -266,11 +271,17 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // serve runs the client and admin listeners until ctx ends, then drains.
 func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", f.listen)
+	inner, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err // "listen tcp <addr>: ...": it names the address itself
 	}
+	ln := connlimit.New(inner, f.maxConns)
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	trimmed := make(chan struct{})
+	go func() { trimAfterWaves(trimCtx, ln, logger, trimPoll, trimMinDrop); close(trimmed) }()
+	defer func() { stopTrim(); <-trimmed }()
 	srv := g.Server(gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes})
+	srv.ConnState = ln.ConnState // tells the limit which connections are idle
 	servers := []*http.Server{srv}
 	errs := make(chan error, 2)
 	go func() { errs <- srv.Serve(ln) }()
@@ -286,8 +297,9 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 			<-errs
 			return err
 		}
-		admin := &http.Server{Handler: g.Admin(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		admin := &http.Server{Handler: adminHandler(g, processRegistry(connCollector{ln})), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
+			DisableGeneralOptionsHandler: true, // OPTIONS * goes to the mux: no 200 on its own
+			ErrorLog:                     slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 		servers = append(servers, admin)
 		go func() { errs <- admin.Serve(aln) }()
 		logger.Info("admin listening", "addr", aln.Addr().String())

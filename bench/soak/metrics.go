@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// scrape reads the admin listener's /metrics into series -> value, the
+// series named with their labels as exposed: `name{label="v"}`.
+func scrape(admin string) (map[string]float64, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	m := map[string]float64{}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		l := lines.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+			m[l[:i]] = v
+		}
+	}
+	return m, lines.Err()
+}
+
+// sumOf adds up every series of the metric name, whatever its labels.
+func sumOf(m map[string]float64, name string) float64 {
+	var s float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			s += v
+		}
+	}
+	return s
+}
+
+func sortedKeys(m map[string]float64, prefix string) []string {
+	var ks []string
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// snapshot is the gateway's size at one moment, from its admin /metrics.
+type snapshot struct {
+	rss        float64 // process_resident_memory_bytes
+	goroutines int     // go_goroutines
+	// For the record: the heap in use and stacks, the runtime's own
+	// metadata (GC, spans, other), and with a pid, the resident memory
+	// backed by the executable's file rather than anonymous, in bytes.
+	heapInuse, stacks, runtime float64
+	rssFile                    float64
+}
+
+// sample measures the gateway from its admin /metrics, and from
+// /proc/pid/status if pid is not 0.
+func sample(admin string, pid int) (snapshot, error) {
+	m, err := scrape(admin)
+	if err != nil {
+		return snapshot{}, err
+	}
+	rss, ok := m["process_resident_memory_bytes"]
+	g, ok2 := m["go_goroutines"]
+	if !ok || !ok2 {
+		return snapshot{}, fmt.Errorf("%s/metrics lacks process_resident_memory_bytes or go_goroutines", admin)
+	}
+	s := snapshot{rss: rss, goroutines: int(g), heapInuse: m["go_memstats_heap_inuse_bytes"], stacks: m["go_memstats_stack_inuse_bytes"],
+		runtime: m["go_memstats_gc_sys_bytes"] + m["go_memstats_mspan_inuse_bytes"] + m["go_memstats_other_sys_bytes"]}
+	if pid != 0 {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "RssFile:" {
+					kb, _ := strconv.ParseFloat(f[1], 64)
+					s.rssFile = kb * 1024
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// detail describes s's parts in MB.
+func (s snapshot) detail() string {
+	d := fmt.Sprintf("heap in use %.1f, stacks %.1f, runtime metadata %.1f", s.heapInuse/1e6, s.stacks/1e6, s.runtime/1e6)
+	if s.rssFile > 0 {
+		d += fmt.Sprintf(", RSS from the executable's file %.1f", s.rssFile/1e6)
+	}
+	return d + " (MB)"
+}
+
+func (s snapshot) rssMB() float64 { return s.rss / 1e6 }
+
+func (s snapshot) max(o snapshot) snapshot {
+	return snapshot{rss: max(s.rss, o.rss), goroutines: max(s.goroutines, o.goroutines)}
+}
+
+// within reports whether s is no more than tolerance above start in both
+// RSS and goroutines. Ending below the start is fine: it is growth that
+// must not stay.
+func (s snapshot) within(start snapshot, tolerance float64) bool {
+	return s.rss <= start.rss*(1+tolerance) && float64(s.goroutines) <= float64(start.goroutines)*(1+tolerance)
+}
