@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -49,9 +50,10 @@ const (
 
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
-	// Backends are the base URLs of the equivalent replicas: http, a host
-	// and port, no path or query; at least one, no duplicates (however
-	// spelled). A hedge always goes to a different replica than the
+	// Backends are the base URLs of the equivalent replicas: http://, a
+	// host and a port within 1 to 65535, no path or query; at least one,
+	// no duplicates (however spelled; see SameServer for one server under
+	// two names). A hedge always goes to a different replica than the
 	// attempts before it while one is left.
 	Backends []string
 
@@ -169,9 +171,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, b := range c.Backends {
-		u, err := hedge.ParseTarget(b)
+		u, err := target.Parse(b)
 		if err != nil {
-			return c, fmt.Errorf("%w: backend: %w", ErrInvalid, err) // err names it, its user information masked
+			// One prefix: err is `"<backend>": <problem>`, the backend's
+			// user information masked, with no hedge prefix of its own.
+			return c, fmt.Errorf("%w: backend %w", ErrInvalid, err)
 		}
 		if u.Path != "" {
 			// The client's path is forwarded byte for byte: a prefix would
