@@ -83,6 +83,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(stderr, "serve", err)
 	}
 	defer g.Close()
+	warnSameServer(ctx, logger, cfg.Backends)
 	if err := serve(ctx, g, f, logger); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
