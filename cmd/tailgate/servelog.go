@@ -23,3 +23,15 @@ func warnSameServer(ctx context.Context, logger *slog.Logger, backends []string)
 		logger.Warn("two backends are one server: hedges between them cannot help", "backend", p.A, "sameAs", p.B, "addr", p.Addr)
 	}
 }
+
+// secondsAttr is the JSON log's ReplaceAttr: a duration becomes seconds,
+// a float ("timeout":10, "duration":0.0123), as Prometheus and nginx's
+// $request_time count them, rather than slog's default, an integer of
+// nanoseconds that neither reads nor compares well. The text format keeps
+// Go's own form ("10s", "12.3ms").
+func secondsAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync"
@@ -99,5 +100,27 @@ func TestServeBackendErrors(t *testing.T) {
 		if code != exitUsage || stderr != want {
 			t.Errorf("-backends %s: exit %d, stderr\n%s\nwant 2 and\n%s", b, code, stderr, want)
 		}
+	}
+}
+
+// JSON logs give durations in seconds, text logs in Go's form; nested
+// groups too.
+func TestLoggerDurations(t *testing.T) {
+	var b bytes.Buffer
+	logger, err := newLogger(&b, "json", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger.Info("x", "timeout", 10*time.Second, "took", 1500*time.Microsecond, slog.Group("g", "d", time.Minute), "n", 7)
+	if got, want := b.String(), `"timeout":10,"took":0.0015,"g":{"d":60},"n":7}`; !strings.HasSuffix(strings.TrimSpace(got), want) {
+		t.Errorf("json: %s, want it to end %s", got, want)
+	}
+	b.Reset()
+	if logger, err = newLogger(&b, "text", "info"); err != nil {
+		t.Fatal(err)
+	}
+	logger.Info("x", "timeout", 10*time.Second, "took", 1500*time.Microsecond)
+	if got := b.String(); !strings.HasSuffix(got, " timeout=10s took=1.5ms\n") {
+		t.Errorf("text: %q", got)
 	}
 }
