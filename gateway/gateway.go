@@ -30,6 +30,7 @@ type Gateway struct {
 	attempts  limiter
 	metrics   *metrics
 	log       *slog.Logger
+	limited   [nLimitedLogs]limitedLog // per-request warnings, at most one a second each (see logs.go)
 
 	// timeout bounds each request (the engine's); timeoutValue is the
 	// primary's Tailgate-Timeout for requests without a shorter deadline
@@ -326,6 +327,9 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // left.
 func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client context.Context, budget time.Duration, err error) int {
 	if errors.Is(err, hedge.ErrNoTarget) {
+		if ok, n := g.allowLog(logNoReplica); ok {
+			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
+		}
 		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
 	}
 	var refused *hedge.RefusedError
@@ -346,13 +350,19 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client co
 		g.log.Debug("client left", "path", r.URL.Path, "err", err)
 		return 0
 	case errors.Is(err, context.DeadlineExceeded):
-		g.log.Warn("request timed out", "path", r.URL.Path, "timeout", budget)
+		if ok, n := g.allowLog(logTimeout); ok {
+			g.log.Warn("request timed out", "path", r.URL.Path, "timeout", budget, "suppressed", n)
+		}
 		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String())
 	case errors.Is(err, hedge.ErrResponseTooLarge):
-		g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes)
+		if ok, n := g.allowLog(logTooLarge); ok {
+			g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes, "suppressed", n)
+		}
 		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes")
 	default:
-		g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err)
+		if ok, n := g.allowLog(logFailed); ok {
+			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
+		}
 		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err))
 	}
 }
