@@ -160,8 +160,11 @@ type Config struct {
 	// is never forwarded.
 	TrustedHop bool
 
-	// Logger receives warnings (failed requests) and debug lines. Nil
-	// discards them.
+	// Logger receives the gateway's log: changes of state once each
+	// (breakers, probation, the overload gate, readiness) at info and
+	// warn level, failed requests at warn level (one line per cause a
+	// second at most, with a count of those held back), and debug lines.
+	// Nil discards them.
 	Logger *slog.Logger
 }
 

@@ -31,6 +31,7 @@ type Gateway struct {
 	metrics   *metrics
 	log       *slog.Logger
 	limited   [nLimitedLogs]limitedLog // per-request warnings, at most one a second each (see logs.go)
+	states    stateLog                 // changes of state, logged once each (see statelog.go)
 
 	// timeout bounds each request (the engine's); timeoutValue is the
 	// primary's Tailgate-Timeout for requests without a shorter deadline
@@ -134,7 +135,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if g.set, err = replica.New(cfg.Backends, cfg.Replica); err != nil {
+	if g.set, err = replica.New(cfg.Backends, g.replicaConfig(cfg.Replica)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := g.shadows.init(cfg); err != nil {
