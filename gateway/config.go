@@ -160,6 +160,30 @@ type Config struct {
 	// is never forwarded.
 	TrustedHop bool
 
+	// AccessLog, when non-nil, gets one line per client request, at info
+	// level, with the message "access" and these attributes: method,
+	// path (no query: query strings carry tokens), status (0: the client
+	// left before an answer), bytes (of the body sent), duration (from
+	// the request's arrival to its answer), replica (the backend whose
+	// answer was forwarded, absent when none was), attempts (sent to
+	// replicas, the primary included), hedged (a hedge, or in tied mode a
+	// second copy, was sent), hedgeWon (its answer was forwarded), reason
+	// (why a request was refused or failed, absent when answered; see
+	// AccessLogSample) and client (the peer's address). The line's time
+	// is when the answer was written. Nil (the default) logs nothing, and
+	// costs the request path nothing.
+	//
+	// Reasons: the refusals of tailgate_rejections_total (max_requests,
+	// max_attempts, method, body, target, deadline); no_replica (every
+	// breaker open), timeout, response_too_large, all_failed (every
+	// attempt failed), client_gone.
+	AccessLog *slog.Logger
+
+	// AccessLogSample is the share of requests AccessLog gets, chosen at
+	// random, in (0, 1]: 0.01 logs about one request in a hundred. Zero
+	// means 1, every request.
+	AccessLogSample float64
+
 	// Logger receives the gateway's log: changes of state once each
 	// (breakers, probation, the overload gate, readiness) at info and
 	// warn level, failed requests at warn level (one line per cause a
@@ -260,6 +284,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AccessLogSample == 0 {
+		c.AccessLogSample = 1
+	}
+	if !(c.AccessLogSample > 0 && c.AccessLogSample <= 1) {
+		return c, fmt.Errorf("%w: access log sample %v must be within (0, 1]", ErrInvalid, c.AccessLogSample)
 	}
 	return c, nil
 }
