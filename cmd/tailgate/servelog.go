@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
@@ -34,4 +38,41 @@ func secondsAttr(_ []string, a slog.Attr) slog.Attr {
 		return slog.Float64(a.Key, a.Value.Duration().Seconds())
 	}
 	return a
+}
+
+// accessLogger returns the access log the flags ask for (nil when off)
+// and its sample, writing to w in the log's format. Its lines are at info
+// level and always written: an operator who asks for an access log wants
+// it, whatever -log-level keeps of the rest. sampleGiven says that
+// -access-log-sample was given.
+func (f serveFlags) accessLogger(w io.Writer, sampleGiven bool) (*slog.Logger, float64, error) {
+	switch f.accessLog {
+	case "off":
+		if sampleGiven {
+			return nil, 0, errors.New("-access-log-sample applies only with -access-log on")
+		}
+		return nil, 0, nil
+	case "on":
+	default:
+		return nil, 0, fmt.Errorf("-access-log %q: want off or on", f.accessLog)
+	}
+	if !(f.accessSample > 0 && f.accessSample <= 1) { // NaN too
+		return nil, 0, fmt.Errorf("-access-log-sample %v must be within (0, 1]", f.accessSample)
+	}
+	l, err := newLogger(w, f.logFormat, "info")
+	return l, f.accessSample, err
+}
+
+// lockedWriter serialises the writes of the loggers that share it (the
+// log and the access log, each with a handler of its own), so that their
+// lines never interleave, whatever the writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

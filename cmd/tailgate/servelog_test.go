@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/gateway"
 )
 
 // logSink is a writer for serve's log that a test can wait on.
@@ -72,7 +78,7 @@ func runServeLogged(t *testing.T, args ...string) (*logSink, string) {
 			t.Errorf("serve exited %d:\n%s", code, log)
 		}
 	})
-	m := log.waitFor(t, `msg="?gateway listening"? (?:"addr":"|addr=)([^" ]+)`)
+	m := log.waitFor(t, `msg"?[=:]"gateway listening"[ ,]"?addr"?[=:]"?([0-9.:]+)`)
 	return log, m[1]
 }
 
@@ -122,5 +128,82 @@ func TestLoggerDurations(t *testing.T) {
 	logger.Info("x", "timeout", 10*time.Second, "took", 1500*time.Microsecond)
 	if got := b.String(); !strings.HasSuffix(got, " timeout=10s took=1.5ms\n") {
 		t.Errorf("text: %q", got)
+	}
+}
+
+func TestServeAccessLogFlags(t *testing.T) {
+	ok := "http://127.0.0.1:1"
+	for _, args := range [][]string{
+		{"-access-log", "maybe"},
+		{"-access-log", "true"},
+		{"-access-log-sample", "0.5"}, // without -access-log on
+		{"-access-log", "off", "-access-log-sample", "0.5"},
+		{"-access-log", "on", "-access-log-sample", "0"},
+		{"-access-log", "on", "-access-log-sample", "1.5"},
+		{"-access-log", "on", "-access-log-sample", "NaN"},
+	} {
+		code, _, stderr := runCmd(append([]string{"serve", "-backends", ok}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "-access-log") {
+			t.Errorf("serve %v: exit %d, stderr %q; want 2 naming the flag", args, code, stderr)
+		}
+	}
+	parse := func(args ...string) gateway.Config {
+		t.Helper()
+		var f serveFlags
+		fs := newFlags("serve", "", io.Discard)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"-backends", ok}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, err := f.config(io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := parse(); cfg.AccessLog != nil {
+		t.Error("access log on by default")
+	}
+	// On, it logs whatever -log-level keeps of the rest.
+	cfg := parse("-access-log", "on", "-log-level", "error", "-access-log-sample", "0.01")
+	if cfg.AccessLog == nil || !cfg.AccessLog.Enabled(context.Background(), slog.LevelInfo) || cfg.AccessLogSample != 0.01 ||
+		cfg.Logger.Enabled(context.Background(), slog.LevelWarn) {
+		t.Errorf("-access-log on -log-level error: access log %v, sample %v", cfg.AccessLog, cfg.AccessLogSample)
+	}
+	if cfg := parse("-access-log", "on"); cfg.AccessLogSample != 1 {
+		t.Errorf("default sample %v", cfg.AccessLogSample)
+	}
+	code, stdout, _ := runCmd("serve", "-h")
+	if code != exitOK || !regexp.MustCompile(`-access-log string\n[^\n]*"on" writes one line per request[^\n]*\(default "off"\)`).MatchString(stdout) ||
+		!regexp.MustCompile(`-access-log-sample float\n[^\n]*\(0, 1\][^\n]*\(default 1\)`).MatchString(stdout) {
+		t.Errorf("serve -h:\n%s", stdout)
+	}
+}
+
+// End to end, in JSON: a read through serve with -access-log on gets its
+// line, durations in seconds, the replica that answered and the client.
+func TestServeAccessLog(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	defer backend.Close()
+	log, addr := runServeLogged(t, "-backends", backend.URL, "-access-log", "on", "-log-format", "json")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + addr + "/hi?token=secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	line := log.waitFor(t, `\{[^\n]*"msg":"access"[^\n]*\}`)[0]
+	var got map[string]any
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := got["duration"].(float64)
+	client0, _ := got["client"].(string)
+	if got["method"] != "GET" || got["path"] != "/hi" || got["status"] != 200.0 || got["bytes"] != 5.0 || got["replica"] != backend.URL ||
+		got["attempts"] != 1.0 || got["hedged"] != false || got["hedgeWon"] != false || got["reason"] != nil ||
+		!(d > 0 && d < 10) || !strings.HasPrefix(client0, "127.0.0.1:") || strings.Contains(line, "secret") {
+		t.Errorf("access line %s", line)
 	}
 }
