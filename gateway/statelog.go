@@ -48,7 +48,7 @@ func (g *Gateway) replicaConfig(c replica.Config) replica.Config {
 // half-opening, closing and return from probation at info level. A
 // breaker change older than one already logged (changes reach OnChange
 // outside the set's locks, in any order) is not logged. An opening or a
-// closing may change readiness. (So does a half-opening, whose probe,
+// closing may change readiness; a reopening cannot. (So does a half-opening, whose probe,
 // while out, leaves the replica unavailable; but that lasts as long as
 // one attempt, and logging it would put a "not ready" and a "ready"
 // around every probe of a lone replica.)
@@ -74,10 +74,12 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 	switch e.Kind {
 	case replica.BreakerOpened:
 		if e.Probe {
+			// Unavailable before (its probe out) and after: readiness
+			// is not this change's to move.
 			g.log.Warn("breaker reopened: its probe failed", "replica", e.Name, "cooldown", e.Cooldown)
-		} else {
-			g.log.Warn("breaker opened: replica refused attempts", "replica", e.Name, "failures", e.Failures, "cooldown", e.Cooldown)
+			return
 		}
+		g.log.Warn("breaker opened: replica refused attempts", "replica", e.Name, "failures", e.Failures, "cooldown", e.Cooldown)
 	case replica.BreakerHalfOpen:
 		g.log.Info("breaker half-open: one probe let through", "replica", e.Name)
 		return

@@ -151,3 +151,29 @@ func TestProbationLoggedOnce(t *testing.T) {
 		}
 	})
 }
+
+// Failed probes do not make the gateway look ready on the way: when one
+// replica's probe fails, the other's cooldown may be over (it counts as
+// available until its own probe is taken), but nothing has come back.
+func TestReopeningIsNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemReplicas(map[string]time.Duration{"a.test": time.Millisecond, "b.test": time.Millisecond})
+		m.fail["a.test"], m.fail["b.test"] = true, true
+		var log syncBuffer
+		g, err := New(Config{Backends: memBackends[:2], Base: m, Logger: slog.New(slog.NewTextHandler(&log, nil)), DisableProbation: true,
+			Replica: replica.Config{FailureThreshold: 1, Cooldown: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		getIn(g, "/fail") // the primary fails, then the retry: both open
+		time.Sleep(time.Second)
+		getIn(g, "/fail") // both probes fail
+		if n := log.count("breaker reopened"); n != 2 {
+			t.Fatalf("%d reopenings:\n%s", n, log.b.String())
+		}
+		if n, m := log.count(`msg="not ready`), log.count(`msg="ready`); n != 1 || m != 0 {
+			t.Errorf("%d lines not ready, %d ready, want 1 and 0:\n%s", n, m, log.b.String())
+		}
+	})
+}
