@@ -19,7 +19,7 @@ import (
 // reports through replica.Config.OnChange, and the gateway's readiness.
 type stateLog struct {
 	mu  sync.Mutex
-	gen []uint64 // per replica, the breaker generation last logged
+	gen []uint64 // per replica index, the breaker generation last logged; grown as replicas report
 
 	// ready is readiness as last logged (see observeReady); readyMu
 	// orders its changes, so that two observers cannot log one change
@@ -31,7 +31,6 @@ type stateLog struct {
 // replicaConfig returns c with OnChange reporting to the gateway's log,
 // after any OnChange of the caller's.
 func (g *Gateway) replicaConfig(c replica.Config) replica.Config {
-	g.states.gen = make([]uint64, len(g.cfg.Backends))
 	g.states.ready.Store(true) // every breaker starts closed
 	caller := c.OnChange
 	c.OnChange = func(e replica.Event) {
@@ -63,6 +62,9 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 	}
 	s := &g.states
 	s.mu.Lock()
+	if e.Replica >= len(s.gen) { // a replica added since New
+		s.gen = append(s.gen, make([]uint64, e.Replica+1-len(s.gen))...)
+	}
 	stale := e.Generation <= s.gen[e.Replica]
 	if !stale {
 		s.gen[e.Replica] = e.Generation
