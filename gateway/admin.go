@@ -26,7 +26,7 @@ func (g *Gateway) Admin() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if n := g.set.Available(time.Now()); n == 0 {
+		if !g.observeReady(time.Now()) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("no replica available\n"))
 			return

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -102,6 +103,25 @@ func BenchmarkLoopback(b *testing.B) {
 func BenchmarkServeHTTPTied(b *testing.B) {
 	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Tied: true,
 		Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
+	req.Header.Set("User-Agent", "wrk")
+	req.Header.Set("Accept", "*/*")
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(w.h)
+		g.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkServeHTTPAccessLog is BenchmarkServeHTTP with the access log
+// on, every request logged, as JSON to nowhere: what a line costs.
+func BenchmarkServeHTTPAccessLog(b *testing.B) {
+	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)},
+		AccessLog: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

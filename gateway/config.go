@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -49,9 +50,10 @@ const (
 
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
-	// Backends are the base URLs of the equivalent replicas: http, a host
-	// and port, no path or query; at least one, no duplicates (however
-	// spelled). A hedge always goes to a different replica than the
+	// Backends are the base URLs of the equivalent replicas: http://, a
+	// host and a port within 1 to 65535, no path or query; at least one,
+	// no duplicates (however spelled; see SameServer for one server under
+	// two names). A hedge always goes to a different replica than the
 	// attempts before it while one is left.
 	Backends []string
 
@@ -158,8 +160,35 @@ type Config struct {
 	// is never forwarded.
 	TrustedHop bool
 
-	// Logger receives warnings (failed requests) and debug lines. Nil
-	// discards them.
+	// AccessLog, when non-nil, gets one line per client request, at info
+	// level, with the message "access" and these attributes: method,
+	// path (no query: query strings carry tokens), status (0: the client
+	// left before an answer), bytes (of the body sent), duration (from
+	// the request's arrival to its answer), replica (the backend whose
+	// answer was forwarded, absent when none was), attempts (sent to
+	// replicas, the primary included), hedged (a hedge, or in tied mode a
+	// second copy, was sent), hedgeWon (its answer was forwarded), reason
+	// (why a request was refused or failed, absent when answered; see
+	// AccessLogSample) and client (the peer's address). The line's time
+	// is when the answer was written. Nil (the default) logs nothing, and
+	// costs the request path nothing.
+	//
+	// Reasons: the refusals of tailgate_rejections_total (max_requests,
+	// max_attempts, method, body, target, deadline); no_replica (every
+	// breaker open), timeout, response_too_large, all_failed (every
+	// attempt failed), client_gone.
+	AccessLog *slog.Logger
+
+	// AccessLogSample is the share of requests AccessLog gets, chosen at
+	// random, in (0, 1]: 0.01 logs about one request in a hundred. Zero
+	// means 1, every request.
+	AccessLogSample float64
+
+	// Logger receives the gateway's log: changes of state once each
+	// (breakers, probation, the overload gate, readiness) at info and
+	// warn level, failed requests at warn level (one line per cause a
+	// second at most, with a count of those held back), and debug lines.
+	// Nil discards them.
 	Logger *slog.Logger
 }
 
@@ -169,9 +198,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, b := range c.Backends {
-		u, err := hedge.ParseTarget(b)
+		u, err := target.Parse(b)
 		if err != nil {
-			return c, fmt.Errorf("%w: backend: %w", ErrInvalid, err) // err names it, its user information masked
+			// One prefix: err is `"<backend>": <problem>`, the backend's
+			// user information masked, with no hedge prefix of its own.
+			return c, fmt.Errorf("%w: backend %w", ErrInvalid, err)
 		}
 		if u.Path != "" {
 			// The client's path is forwarded byte for byte: a prefix would
@@ -253,6 +284,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AccessLogSample == 0 {
+		c.AccessLogSample = 1
+	}
+	if !(c.AccessLogSample > 0 && c.AccessLogSample <= 1) {
+		return c, fmt.Errorf("%w: access log sample %v must be within (0, 1]", ErrInvalid, c.AccessLogSample)
 	}
 	return c, nil
 }

@@ -29,6 +29,7 @@ type exchange struct {
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
 	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
 	started bool                            // the primary was picked (set on the handler's goroutine)
+	hedges  uint8                           // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
 	tally   attemptTally                    // each attempt's outcome, for tailgate_replica_attempts_total
 
 	// Tied mode only (see tied.go).
@@ -135,6 +136,7 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 	if x.g.tied && x.tie.copies[a.Index] {
 		x.g.metrics.tiedCopy(a.Index)
 	}
+	x.hedges++
 	return true
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +99,16 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		}
 		if n := log.count("overload gate reopened"); n != 1 {
 			t.Errorf("%d log lines for the gate reopening, want 1", n)
+		}
+		// Why it reopened: how long it was shut, and the figures its
+		// signals are judged on.
+		log.mu.Lock()
+		reopened := regexp.MustCompile(`msg="overload gate reopened: hedges for late answers resume" shutFor=(\S+) state=open evidence="hedges won [1-9]\d* of \d+; [^"]*% of the concurrency limit in use; 0% of the replicas unavailable"`).FindStringSubmatch(log.b.String())
+		log.mu.Unlock()
+		if reopened == nil {
+			t.Errorf("no reopening line with its evidence")
+		} else if d, err := time.ParseDuration(reopened[1]); err != nil || d <= 0 || d > 10*time.Second {
+			t.Errorf("shut for %q", reopened[1])
 		}
 		if v := gaugeValue(t, g, "tailgate_hedge_gate_probes_total"); v < 1 {
 			t.Errorf("%v probes", v)

@@ -30,6 +30,9 @@ type Gateway struct {
 	attempts  limiter
 	metrics   *metrics
 	log       *slog.Logger
+	limited   [nLimitedLogs]limitedLog // per-request warnings, at most one a second each (see logs.go)
+	states    stateLog                 // changes of state, logged once each (see statelog.go)
+	accessLog accessLog                // off unless Config.AccessLog (see accesslog.go)
 
 	// timeout bounds each request (the engine's); timeoutValue is the
 	// primary's Tailgate-Timeout for requests without a shorter deadline
@@ -87,6 +90,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
+	g.accessLog.init(cfg)
 	g.requests.max = int64(cfg.MaxInFlightRequests)
 	g.attempts.max = int64(cfg.MaxInFlightAttempts)
 	g.metrics = newMetrics(g)
@@ -133,7 +137,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if g.set, err = replica.New(cfg.Backends, cfg.Replica); err != nil {
+	if g.set, err = replica.New(cfg.Backends, g.replicaConfig(cfg.Replica)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := g.shadows.init(cfg); err != nil {
@@ -176,9 +180,13 @@ func (g *Gateway) Replicas() *replica.Set { return g.set }
 // ServeHTTP proxies one read.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	code := g.serve(w, r, start)
-	g.metrics.observeRequest(code, time.Since(start))
-	if code == 0 {
+	s := g.serve(w, r, start)
+	took := time.Since(start)
+	g.metrics.observeRequest(s.code, took)
+	if g.accessLog.log != nil {
+		g.logAccess(r, took, s)
+	}
+	if s.code == 0 {
 		// Nothing was written (the client left): never let net/http
 		// answer 200 on our behalf to a client that may still read.
 		panic(http.ErrAbortHandler)
@@ -205,12 +213,24 @@ func (g *Gateway) expectedLatency(now time.Time) time.Duration {
 	return time.Duration(g.expected.Load())
 }
 
-// serve handles r, which arrived at start, and returns the status written,
-// or 0 when the client left before an answer. It reads top to bottom:
+// served is what serve did with a request, for the metrics and the
+// access log: the status written (0: none, the client left first), the
+// body's length, why the request was refused or failed (see
+// accessReasons; "" when it was answered), and its exchange (nil when
+// refused before any attempt).
+type served struct {
+	code   int
+	bytes  int64
+	reason string
+	x      *exchange
+}
+
+// serve handles r, which arrived at start, and says what it did (see
+// served). It reads top to bottom:
 // admission (what a read may be, the request limit, the client's
 // deadline, the attempt limit), forwarding through the engine, which x
 // steers, and the response.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) int {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) served {
 	// What a read may be comes first, before the request limit: the checks
 	// cost nothing, and a request that fails them is refused, and its
 	// connection closed, even under overload (see refuseAndClose).
@@ -284,23 +304,26 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		g.settleTie(x, resp, err)
 	}
 
+	var s served
 	if err != nil {
-		return g.writeFailure(w, r, client, budget, err)
+		s = g.writeFailure(w, r, client, budget, err)
+	} else {
+		defer resp.Body.Close()
+		s = g.writeResponse(w, r, resp)
+		// The client has its answer (net/http sends what is buffered when
+		// the handler returns, a few microseconds on): a replica on
+		// probation may be due a copy of the request, to measure it.
+		g.shadow(r)
 	}
-	defer resp.Body.Close()
-	code := g.writeResponse(w, r, resp)
-	// The client has its answer (net/http sends what is buffered when the
-	// handler returns, a few microseconds on): a replica on probation may
-	// be due a copy of the request, to measure it.
-	g.shadow(r)
-	return code
+	s.x = x
+	return s
 }
 
 // reject counts a request refused before any attempt, for reason, and
 // answers it.
-func (g *Gateway) reject(w http.ResponseWriter, reason string, code int, msg string) int {
+func (g *Gateway) reject(w http.ResponseWriter, reason string, code int, msg string) served {
 	g.metrics.reject(reason)
-	return writeError(w, code, msg)
+	return writeError(w, code, msg, reason)
 }
 
 // refuseAndClose is reject for a request that is not a read as the
@@ -316,7 +339,7 @@ func (g *Gateway) reject(w http.ResponseWriter, reason string, code int, msg str
 // net/http stops reading and closes once the answer is written. The
 // refusals of well-framed reads (503 at the limits, a deadline refused)
 // keep the connection.
-func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int, msg string) int {
+func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int, msg string) served {
 	w.Header().Set("Connection", "close")
 	return g.reject(w, reason, code, msg)
 }
@@ -324,9 +347,12 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // writeFailure answers a read that got no acceptable answer: 502 when
 // the replicas failed, 504 when time ran out, nothing when the client
 // left.
-func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client context.Context, budget time.Duration, err error) int {
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client context.Context, budget time.Duration, err error) served {
 	if errors.Is(err, hedge.ErrNoTarget) {
-		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open")
+		if ok, n := g.allowLog(logNoReplica); ok {
+			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
+		}
+		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open", reasonNoReplica)
 	}
 	var refused *hedge.RefusedError
 	if errors.As(err, &refused) {
@@ -344,21 +370,27 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client co
 	switch {
 	case client.Err() != nil:
 		g.log.Debug("client left", "path", r.URL.Path, "err", err)
-		return 0
+		return served{reason: reasonClientGone}
 	case errors.Is(err, context.DeadlineExceeded):
-		g.log.Warn("request timed out", "path", r.URL.Path, "timeout", budget)
-		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String())
+		if ok, n := g.allowLog(logTimeout); ok {
+			g.log.Warn("request timed out", "path", r.URL.Path, "timeout", budget, "suppressed", n)
+		}
+		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String(), reasonTimeout)
 	case errors.Is(err, hedge.ErrResponseTooLarge):
-		g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes)
-		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes")
+		if ok, n := g.allowLog(logTooLarge); ok {
+			g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes, "suppressed", n)
+		}
+		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes", reasonTooLarge)
 	default:
-		g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err)
-		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err))
+		if ok, n := g.allowLog(logFailed); ok {
+			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
+		}
+		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err), reasonFailed)
 	}
 }
 
 // writeResponse forwards a buffered backend response.
-func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *http.Response) int {
+func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *http.Response) served {
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
 	if r.Method != http.MethodHead {
@@ -373,12 +405,14 @@ func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *ht
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
+	var n int64
 	if r.Method != http.MethodHead {
-		if _, err := io.Copy(w, resp.Body); err != nil {
+		var err error
+		if n, err = io.Copy(w, resp.Body); err != nil {
 			g.log.Debug("writing response", "path", r.URL.Path, "err", err)
 		}
 	}
-	return resp.StatusCode
+	return served{code: resp.StatusCode, bytes: n}
 }
 
 // smallBody is the largest body net/http's server buffers whole before
@@ -397,10 +431,10 @@ func cause(err error) string {
 	}
 }
 
-// writeError writes a short JSON error and returns code.
-func writeError(w http.ResponseWriter, code int, msg string) int {
-	jsonerr.Write(w, code, msg)
-	return code
+// writeError writes a short JSON error for reason and says so.
+func writeError(w http.ResponseWriter, code int, msg, reason string) served {
+	n := jsonerr.Write(w, code, msg)
+	return served{code: code, bytes: int64(n), reason: reason}
 }
 
 // limiter is a non-blocking counting semaphore.

@@ -37,6 +37,7 @@ type metrics struct {
 	gateMu      sync.Mutex                    // orders the gate's changes, which arrive from any goroutine
 	gateSeen    uint64                        // the Changes of the last one reported
 	gateShut    bool                          // as last reported, to tell moves from changes of signal
+	gateShutAt  time.Time                     // when it last shut, as reported
 	log         *slog.Logger
 
 	replicaAttempts replicaAttempts // by replica, role and outcome (see replicametrics.go)
@@ -277,11 +278,15 @@ func (m *metrics) gateChanged(st *hedge.GateState) {
 	}
 	switch {
 	case shut && moved:
+		m.gateShutAt = st.Since
 		m.log.Warn("overload gate shut: hedges for late answers paused", "signals", st.Shut.String(), "evidence", st.String())
 	case shut:
 		m.log.Info("overload gate still shut, on new evidence", "signals", st.Shut.String(), "evidence", st.String())
 	default:
-		m.log.Info("overload gate reopened: hedges for late answers resume")
+		// Why it reopened: no signal of overload is left, and the figures
+		// each signal is judged on say what changed.
+		m.log.Info("overload gate reopened: hedges for late answers resume", "shutFor", st.Since.Sub(m.gateShutAt).Round(time.Millisecond),
+			"state", st.String(), "evidence", gateEvidence(st))
 	}
 }
 

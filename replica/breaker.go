@@ -177,6 +177,9 @@ func (s *Set) admit(i int, off int64) (Ticket, bool) {
 				continue
 			}
 			probe = true
+			if s.cfg.OnChange != nil {
+				s.changed(Event{Kind: BreakerHalfOpen, Replica: i, Generation: gen})
+			}
 		default:
 			if probeOut(w) {
 				return Ticket{}, false
@@ -244,8 +247,12 @@ func (s *Set) Done(t Ticket, o Outcome, now time.Time) {
 	}
 	r.inflight.Add(-1)
 	r.mu.Lock()
-	s.settle(i, r, t, o, off)
+	c := s.settle(i, r, t, o, off)
 	r.mu.Unlock()
+	if c.Kind != 0 && s.cfg.OnChange != nil {
+		c.Replica = i
+		s.changed(c)
+	}
 	if s.cfg.Probation.Enabled {
 		// Outside r.mu: the judge takes every replica's in turn.
 		s.prob.maybeJudge(s, off)
@@ -253,8 +260,9 @@ func (s *Set) Done(t Ticket, o Outcome, now time.Time) {
 }
 
 // settle is Done's part under r.mu (held by the caller): the latency
-// sample and the breaker.
-func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) {
+// sample and the breaker. It returns the breaker's change, if it moved
+// (Kind 0 if not), for Done to report once r.mu is released.
+func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) Event {
 	rtt := float64(max(off-t.start, 0))
 	sample := o == Success
 	if o != Canceled {
@@ -276,7 +284,7 @@ func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) {
 	w := r.word.Load()
 	if genOf(w) != t.gen {
 		r.stale.Add(1)
-		return
+		return Event{}
 	}
 	gen := genOf(w)
 	switch stateOf(w) {
@@ -287,7 +295,7 @@ func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) {
 		case Failure:
 			r.consecutive++
 			if r.consecutive >= s.cfg.FailureThreshold {
-				s.open(r, w, off)
+				return s.open(r, w, off, false)
 			}
 		}
 	case HalfOpen:
@@ -299,31 +307,35 @@ func (s *Set) settle(i int, r *replica, t Ticket, o Outcome, off int64) {
 			r.consecutive = 0
 			r.cooldown = s.cfg.Cooldown
 			r.word.CompareAndSwap(w, pack(gen+1, Closed, false))
+			return Event{Kind: BreakerClosed, Generation: gen + 1}
 		case Failure:
 			r.consecutive++
 			r.cooldown = min(r.cooldown*2, s.cfg.MaxCooldown)
 			if r.cooldown < 0 { // overflowed doubling
 				r.cooldown = s.cfg.MaxCooldown
 			}
-			s.open(r, w, off)
+			return s.open(r, w, off, true)
 		default:
 			r.word.CompareAndSwap(w, w&^probeBit)
 		}
 	}
 	// Open: no ticket is ever handed out in an open generation (a pick moves
 	// the breaker to half-open first), so there is nothing to do.
+	return Event{}
 }
 
-// open opens r's breaker, which is in state word w, for r.cooldown from off.
-// Called with r.mu held. openUntil is stored before the word so that any
-// reader who sees the breaker open also sees when it reopens.
+// open opens r's breaker, which is in state word w, for r.cooldown from off,
+// and returns the change (probe: the half-open probe failed). Called with
+// r.mu held. openUntil is stored before the word so that any reader who
+// sees the breaker open also sees when it reopens.
 //
 // The compare-and-swaps in Done and open cannot fail: picks change the word
 // only when it is open, or half-open with the probe slot free, and a current
 // ticket exists in neither case; other writers hold r.mu.
-func (s *Set) open(r *replica, w uint64, off int64) {
+func (s *Set) open(r *replica, w uint64, off int64, probe bool) Event {
 	r.openUntil.Store(satAdd(off, r.cooldown))
 	r.word.CompareAndSwap(w, pack(genOf(w)+1, Open, false))
+	return Event{Kind: BreakerOpened, Generation: genOf(w) + 1, Failures: r.consecutive, Probe: probe, Cooldown: r.cooldown}
 }
 
 // observe feeds a latency sample (ns) taken at off into r's peak-EWMA, as

@@ -24,7 +24,9 @@
 //     tickets. At most Probation.MaxOnProbation(n) of n replicas are on
 //     probation at once, never all.
 //   - No method reads the clock: each takes now, so that breaker, EWMA and
-//     probation logic is tested with synthetic times.
+//     probation logic is tested with synthetic times. Nor does the package
+//     log: Config.OnChange is told of each move of a breaker or of
+//     probation (an Event), outside the Set's locks, for the caller to log.
 //   - All methods are safe for concurrent use. Picks take no lock; picks,
 //     PickShadow and Done never allocate (Snapshot does).
 //

@@ -270,8 +270,17 @@ func (j *probationJudge) maybeJudge(s *Set, off int64) {
 		return
 	}
 	if j.mu.TryLock() {
-		j.judge(s, off)
+		moves := j.judge(s, off)
 		j.mu.Unlock()
+		s.report(moves)
+	}
+}
+
+// report hands the moves of a judgement to OnChange, outside the judge's
+// lock.
+func (s *Set) report(moves []Event) {
+	for _, e := range moves {
+		s.changed(e)
 	}
 }
 
@@ -286,14 +295,16 @@ func (s *Set) UpdateProbation(now time.Time) {
 	}
 	off := s.offset(now)
 	s.prob.mu.Lock()
-	s.prob.judge(s, off)
+	moves := s.prob.judge(s, off)
 	s.prob.mu.Unlock()
+	s.report(moves)
 }
 
 // OnProbation returns how many replicas are on probation now.
 func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
 
-// judge is one judgement at off, with j.mu held.
+// judge is one judgement at off, with j.mu held. It returns the moves on
+// and off probation, for OnChange (nil without one, or without moves).
 //
 // Each replica's median comes from its samples of the last Window or, on
 // probation, from those taken since it went on, over the last recovery
@@ -307,9 +318,9 @@ func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
 // comes back. Without
 // enough samples, or without peers to compare with, nothing holds: a
 // divergence or recovery in progress starts over.
-func (j *probationJudge) judge(s *Set, off int64) {
+func (j *probationJudge) judge(s *Set, off int64) (moves []Event) {
 	if off < j.last {
-		return // a judgement of a later time has been made
+		return nil // a judgement of a later time has been made
 	}
 	j.last = off
 	f := j.cfg
@@ -354,6 +365,9 @@ func (j *probationJudge) judge(s *Set, off int64) {
 			p.exits++
 			s.reps[i].probation.Store(false)
 			s.onProbation.Add(-1)
+			if s.cfg.OnChange != nil {
+				moves = append(moves, Event{Kind: ProbationExited, Replica: i, Reason: j.reason(p, off, 0)})
+			}
 		}
 	}
 	// Divergences.
@@ -409,7 +423,11 @@ func (j *probationJudge) judge(s *Set, off int64) {
 		r.nextShadow.Store(off) // the first shadow is due at once
 		r.probation.Store(true)
 		s.onProbation.Add(1)
+		if s.cfg.OnChange != nil {
+			moves = append(moves, Event{Kind: ProbationEntered, Replica: worst, Reason: j.reason(p, off, 0)})
+		}
 	}
+	return moves
 }
 
 // median returns the median of v (sorted in place), 0 for none.

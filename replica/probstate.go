@@ -102,31 +102,48 @@ func (s *Set) probationState(i int) *ProbationState {
 		Status: p.status, P50Ms: p.p50 / 1e6, PeersP50Ms: p.peers / 1e6, Samples: p.n,
 		Entries: p.entries, Exits: p.exits, Shadows: s.reps[i].shadows.Load(),
 	}
-	window := time.Duration(j.window)
 	switch p.status {
 	case Serving:
 		if p.exits > 0 {
 			st.Since = s.timeAt(p.since)
-			st.Reason = "came off probation: " + judgement(p.moveP50, p.movePeers) +
-				" for " + short(time.Duration(p.moveHeld)).String()
 		}
 	case Diverging:
 		st.Since = s.timeAt(p.hold)
-		st.Reason = judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
-			" of " + window.String()
-		if p.capped {
-			st.Reason += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
-				" replicas on probation already"
-		}
 	case OnProbation, Recovering:
 		st.Since = s.timeAt(p.since)
-		st.Reason = judgement(p.moveP50, p.movePeers) + " for " + short(time.Duration(p.moveHeld)).String()
+	}
+	st.Reason = j.reason(&p, last, onProb)
+	return st
+}
+
+// reason explains p's status as of the judgement at last, with onProb
+// replicas on probation: the words of ProbationState.Reason, and of the
+// Events of moves on and off probation.
+func (j *probationJudge) reason(p *probState, last int64, onProb int) string {
+	window := time.Duration(j.window)
+	switch p.status {
+	case Serving:
+		if p.exits > 0 {
+			return "came off probation: " + judgement(p.moveP50, p.movePeers) +
+				" for " + short(time.Duration(p.moveHeld)).String()
+		}
+	case Diverging:
+		r := judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
+			" of " + window.String()
+		if p.capped {
+			r += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
+				" replicas on probation already"
+		}
+		return r
+	case OnProbation, Recovering:
+		r := judgement(p.moveP50, p.movePeers) + " for " + short(time.Duration(p.moveHeld)).String()
 		if p.status == Recovering {
-			st.Reason += "; recovering: " + judgement(p.p50, p.peers) + " for " +
+			r += "; recovering: " + judgement(p.p50, p.peers) + " for " +
 				short(time.Duration(last-p.hold)).String() + " of " + window.String()
 		}
+		return r
 	}
-	return st
+	return ""
 }
 
 // judgement says how a median compares with its peers', such as "p50 41ms

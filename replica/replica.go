@@ -56,6 +56,15 @@ type Config struct {
 	// Probation.Enabled, because a replica on probation is judged from
 	// shadow requests that the caller must send (see PickShadow).
 	Probation Probation
+
+	// OnChange, when non-nil, is told of each change of a replica's
+	// breaker (opened, half-open, closed) and probation (entered,
+	// exited), once, on the goroutine whose call made it (Done, a pick,
+	// UpdateProbation), after the Set's locks are released: it may call
+	// the Set. It delays that call, a pick or an attempt's Done, so it
+	// must be quick and must not block (a log line is fine). Nil: no
+	// reports, and nothing is spent on them.
+	OnChange func(Event)
 }
 
 // withDefaults returns c with zero fields replaced by defaults, or an error

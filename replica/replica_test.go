@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestNewFillsDefaults(t *testing.T) {
 		// Filled in even while off, so that Config shows what turning it on
 		// would mean.
 		Probation: Probation{Factor: 3, MinExcess: 2 * time.Millisecond, ExitFactor: 2, Window: 5 * time.Second, MinSamples: 5, MaxShare: 0.1, ShadowRate: 1}}
-	if got := s.Config(); got != want {
+	if got := s.Config(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Config() = %+v, want %+v", got, want)
 	}
 	// A long cooldown with the default cap: the cap follows it rather than

@@ -54,6 +54,8 @@ type serveFlags struct {
 	maxConns       int
 	logFormat      string
 	logLevel       string
+	accessLog      string
+	accessSample   float64
 	probation      bool
 	probFactor     float64
 	probMinExcess  time.Duration
@@ -83,6 +85,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(stderr, "serve", err)
 	}
 	defer g.Close()
+	warnSameServer(ctx, logger, cfg.Backends)
 	if err := serve(ctx, g, f, logger); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
@@ -117,6 +120,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "client connections open at once (about 22 KiB each when idle); beyond it a new connection closes the longest-idle keep-alive one, or is refused (reset) when none is idle")
 	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
+	fs.StringVar(&f.accessLog, "access-log", "off", `access log: "on" writes one line per request (method, path, status, bytes, duration, replica, attempts, hedged, hedgeWon, reason, client) with the log, in -log-format, whatever -log-level; "off" writes none`)
+	fs.Float64Var(&f.accessSample, "access-log-sample", 1, "access log: the share of requests logged, chosen at random, in (0, 1] (0.01: about one in a hundred)")
 	fs.BoolVar(&f.probation, "probation", true, "latency-induced probation of replicas much slower than their peers (false turns it off)")
 	fs.Float64Var(&f.probFactor, "probation-factor", replica.DefaultProbationFactor, "probation: how many times its peers' median latency a replica's median must exceed (> 1)")
 	fs.DurationVar(&f.probMinExcess, "probation-min-excess", replica.DefaultProbationMinExcess, "probation: how much, at least, a replica's median must exceed its peers', as well as -probation-factor times (0: no floor, the ratio alone)")
@@ -246,11 +251,15 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	if f.probMinExcess == 0 {
 		cfg.Replica.Probation.MinExcess = -1 // no floor (zero would mean the default)
 	}
-	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	w := &lockedWriter{w: stderr} // the log and the access log share it
+	logger, err := newLogger(w, f.logFormat, f.logLevel)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Logger = logger
+	if cfg.AccessLog, cfg.AccessLogSample, err = f.accessLogger(w, given["access-log-sample"]); err != nil {
+		return cfg, nil, err
+	}
 	return cfg, logger, nil
 }
 
@@ -264,6 +273,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		opts.ReplaceAttr = secondsAttr
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want text or json", format)

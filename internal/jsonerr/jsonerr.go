@@ -8,9 +8,10 @@ import (
 	"net/http"
 )
 
-// Write answers with code and {"error": msg}. Headers the caller set
-// before (Retry-After, Allow) go with it.
-func Write(w http.ResponseWriter, code int, msg string) {
+// Write answers with code and {"error": msg}, and returns the length of
+// the body (for an access log). Headers the caller set before
+// (Retry-After, Allow) go with it.
+func Write(w http.ResponseWriter, code int, msg string) int {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -18,5 +19,7 @@ func Write(w http.ResponseWriter, code int, msg string) {
 	b, _ := json.Marshal(struct {
 		Error string `json:"error"`
 	}{msg})
-	w.Write(append(b, '\n'))
+	b = append(b, '\n')
+	w.Write(b)
+	return len(b)
 }

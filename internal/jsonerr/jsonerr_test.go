@@ -15,9 +15,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestWrite(t *testing.T) {
 	w := httptest.NewRecorder()
 	w.Header().Set("Retry-After", "1")
-	Write(w, http.StatusServiceUnavailable, `busy "now"`+"\n")
-	if w.Code != 503 || w.Body.String() != `{"error":"busy \"now\"\n"}`+"\n" {
-		t.Errorf("%d %q", w.Code, w.Body.String())
+	n := Write(w, http.StatusServiceUnavailable, `busy "now"`+"\n")
+	if w.Code != 503 || w.Body.String() != `{"error":"busy \"now\"\n"}`+"\n" || n != w.Body.Len() {
+		t.Errorf("%d %q, length %d", w.Code, w.Body.String(), n)
 	}
 	h := w.Header()
 	if h.Get("Content-Type") != "application/json" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Retry-After") != "1" {

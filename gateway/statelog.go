@@ -1,0 +1,134 @@
+// This file: the gateway's changes of state, logged once each as they
+// happen (breakers, probation, readiness), for an operator who reads the
+// log rather than the metrics. The overload gate's changes are logged by
+// metrics.gateChanged.
+
+package gateway
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// stateLog logs the replicas' changes of state, which the replica set
+// reports through replica.Config.OnChange, and the gateway's readiness.
+type stateLog struct {
+	mu  sync.Mutex
+	gen []uint64 // per replica index, the breaker generation last logged; grown as replicas report
+
+	// ready is readiness as last logged (see observeReady); readyMu
+	// orders its changes, so that two observers cannot log one change
+	// twice, or two in the wrong order.
+	ready   atomic.Bool
+	readyMu sync.Mutex
+}
+
+// replicaConfig returns c with OnChange reporting to the gateway's log,
+// after any OnChange of the caller's.
+func (g *Gateway) replicaConfig(c replica.Config) replica.Config {
+	g.states.ready.Store(true) // every breaker starts closed
+	caller := c.OnChange
+	c.OnChange = func(e replica.Event) {
+		if caller != nil {
+			caller(e)
+		}
+		g.replicaChanged(e)
+	}
+	return c
+}
+
+// replicaChanged logs a change of a replica's state: a breaker's opening
+// and probation at warn level (the replica is out of the rotation), its
+// half-opening, closing and return from probation at info level. A
+// breaker change older than one already logged (changes reach OnChange
+// outside the set's locks, in any order) is not logged. An opening or a
+// closing may change readiness; a reopening cannot. (So does a half-opening, whose probe,
+// while out, leaves the replica unavailable; but that lasts as long as
+// one attempt, and logging it would put a "not ready" and a "ready"
+// around every probe of a lone replica.)
+func (g *Gateway) replicaChanged(e replica.Event) {
+	switch e.Kind {
+	case replica.ProbationEntered:
+		g.log.Warn("replica on probation: shadow requests only", "replica", e.Name, "reason", e.Reason)
+		return
+	case replica.ProbationExited:
+		g.log.Info("replica off probation: back in the rotation", "replica", e.Name, "reason", e.Reason)
+		return
+	}
+	s := &g.states
+	s.mu.Lock()
+	if e.Replica >= len(s.gen) { // a replica added since New
+		s.gen = append(s.gen, make([]uint64, e.Replica+1-len(s.gen))...)
+	}
+	stale := e.Generation <= s.gen[e.Replica]
+	if !stale {
+		s.gen[e.Replica] = e.Generation
+	}
+	s.mu.Unlock()
+	if stale {
+		return
+	}
+	switch e.Kind {
+	case replica.BreakerOpened:
+		if e.Probe {
+			// Unavailable before (its probe out) and after: readiness
+			// is not this change's to move.
+			g.log.Warn("breaker reopened: its probe failed", "replica", e.Name, "cooldown", e.Cooldown)
+			return
+		}
+		g.log.Warn("breaker opened: replica refused attempts", "replica", e.Name, "failures", e.Failures, "cooldown", e.Cooldown)
+	case replica.BreakerHalfOpen:
+		g.log.Info("breaker half-open: one probe let through", "replica", e.Name)
+		return
+	case replica.BreakerClosed:
+		g.log.Info("breaker closed: replica back in use", "replica", e.Name)
+	}
+	g.observeReady(time.Now())
+}
+
+// observeReady returns whether the gateway is ready at now (a replica
+// would take a request: what /readyz answers) and logs a change of that
+// since it was last observed: at warn level when it turns unready, at
+// info level when it is ready again. It is observed as /readyz is asked
+// and as breakers open and close: an open breaker whose cooldown is over
+// counts as available before anything moves (its probe is let through),
+// so a gateway nobody asks learns of that only when the probe closes the
+// breaker.
+func (g *Gateway) observeReady(now time.Time) bool {
+	n := g.set.Available(now)
+	ready := n > 0
+	s := &g.states
+	if s.ready.Load() == ready {
+		return ready
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	// Again, under the lock: another observer may have logged it, and
+	// the set may have moved since.
+	n = g.set.Available(now)
+	if ready = n > 0; s.ready.Load() == ready {
+		return ready
+	}
+	s.ready.Store(ready)
+	if ready {
+		g.log.Info("ready: a replica is available again", "available", n, "replicas", g.set.Len())
+	} else {
+		g.log.Warn("not ready: no replica available, every breaker is open", "replicas", g.set.Len())
+	}
+	return ready
+}
+
+// gateEvidence puts the overload gate's figures in words, for the line
+// that says it reopened: what the signals it checks show now.
+func gateEvidence(st *hedge.GateState) string {
+	s := fmt.Sprintf("hedges won %d of %d", st.HedgeWins, st.Hedged)
+	if st.RecentMedian > 0 && st.BaselineMedian > 0 {
+		s += fmt.Sprintf("; median latency %v against a baseline of %v", st.RecentMedian.Round(time.Microsecond), st.BaselineMedian.Round(time.Microsecond))
+	}
+	return s + fmt.Sprintf("; %.0f%% of the concurrency limit in use; %.0f%% of the replicas unavailable", 100*st.Load.InUse, 100*st.Load.Unavailable)
+}
