@@ -214,9 +214,12 @@ func drive(c driveConfig, out io.Writer) (bool, error) {
 		fail("RSS %.1f MB or %d goroutines not back within %.0f%% of the start (%.1f MB, %d) %v after the load",
 			end.rssMB(), end.goroutines, c.tolerance*100, start.rssMB(), start.goroutines, c.settle)
 	}
-	for _, x := range []*tally{warm, t} {
-		if x.overN > 0 {
-			fail("%d requests outlived -timeout %v (+%v slack): %s", x.overN, c.timeout, c.slack, strings.Join(x.over, "; "))
+	for _, x := range []struct {
+		phase string
+		t     *tally
+	}{{"warm-up", warm}, {"load", t}} {
+		if x.t.overN > 0 {
+			fail("%s: %d requests outlived -timeout %v (+%v slack): %s", x.phase, x.t.overN, c.timeout, c.slack, strings.Join(x.t.over, "; "))
 		}
 	}
 	if lorisMax = max(lorisMax, warmLoris); lorisMax > c.headerTimeout+c.slack {
