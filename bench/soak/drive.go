@@ -46,7 +46,7 @@ func runDrive(args []string, out io.Writer) (bool, error) {
 	fs.DurationVar(&c.settle, "settle", 150*time.Second, "longest wait once idle for memory and goroutines to come back")
 	fs.Float64Var(&c.tolerance, "tolerance", 0.10, "how far above their start RSS and goroutines may end")
 	fs.IntVar(&c.rate, "rate", 200, "normal reads per second")
-	fs.IntVar(&c.workers, "workers", 32, "normal reads in flight at most (a read due with none free is counted as skipped)")
+	fs.IntVar(&c.workers, "workers", 64, "normal reads in flight at most (a read due with none free is counted as skipped)")
 	fs.IntVar(&c.idle, "idle", 1000, "connections held idle after one read each (reopened when the gateway closes them)")
 	fs.IntVar(&c.slowloris, "slowloris", 50, "connections sending their headers a line a second")
 	fs.IntVar(&c.abuseRate, "abuse-rate", 20, "refused or malformed requests per second: bodies on GET, other methods")
