@@ -5,8 +5,9 @@
 //
 //	soak faulty -listen 127.0.0.1:19181 [-modes ok,hang,reset,...] [-hold 30s]
 //	soak drive -target 127.0.0.1:19180 -admin 127.0.0.1:19190 -timeout 2s -duration 5m
+//	soak idle -target 127.0.0.1:19180 -n 5000   (holds idle connections until a line on stdin)
 //
-// See "soak faulty -h" and "soak drive -h" for the flags.
+// See "soak faulty -h", "soak drive -h" and "soak idle -h" for the flags.
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: soak faulty|drive [flags]")
+		fmt.Fprintln(os.Stderr, "usage: soak faulty|drive|idle [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -30,8 +31,10 @@ func main() {
 		if err == nil && !ok {
 			os.Exit(1)
 		}
+	case "idle":
+		err = runIdle(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want faulty or drive", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want faulty, drive or idle", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "soak %s: %v\n", os.Args[1], err)

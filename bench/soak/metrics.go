@@ -64,11 +64,12 @@ func sortedKeys(m map[string]float64, prefix string) []string {
 type snapshot struct {
 	rss        float64 // process_resident_memory_bytes
 	goroutines int     // go_goroutines
-	// For the record: the heap in use and stacks, the runtime's own
-	// metadata (GC, spans, other), and with a pid, the resident memory
-	// backed by the executable's file rather than anonymous, in bytes.
-	heapInuse, stacks, runtime float64
-	rssFile                    float64
+	// For the record, in bytes: the heap in use, the heap free but not
+	// returned to the OS, stacks, the runtime's own metadata (GC, spans,
+	// other), and with a pid, the resident memory backed by the
+	// executable's file rather than anonymous.
+	heapInuse, heapFree, stacks, runtime float64
+	rssFile                              float64
 }
 
 // sample measures the gateway from its admin /metrics, and from
@@ -84,7 +85,8 @@ func sample(admin string, pid int) (snapshot, error) {
 		return snapshot{}, fmt.Errorf("%s/metrics lacks process_resident_memory_bytes or go_goroutines", admin)
 	}
 	s := snapshot{rss: rss, goroutines: int(g), heapInuse: m["go_memstats_heap_inuse_bytes"], stacks: m["go_memstats_stack_inuse_bytes"],
-		runtime: m["go_memstats_gc_sys_bytes"] + m["go_memstats_mspan_inuse_bytes"] + m["go_memstats_other_sys_bytes"]}
+		heapFree: m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"],
+		runtime:  m["go_memstats_gc_sys_bytes"] + m["go_memstats_mspan_inuse_bytes"] + m["go_memstats_other_sys_bytes"]}
 	if pid != 0 {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
@@ -100,7 +102,8 @@ func sample(admin string, pid int) (snapshot, error) {
 
 // detail describes s's parts in MB.
 func (s snapshot) detail() string {
-	d := fmt.Sprintf("heap in use %.1f, stacks %.1f, runtime metadata %.1f", s.heapInuse/1e6, s.stacks/1e6, s.runtime/1e6)
+	d := fmt.Sprintf("heap in use %.1f, heap free but kept %.1f, stacks %.1f, runtime metadata %.1f",
+		s.heapInuse/1e6, s.heapFree/1e6, s.stacks/1e6, s.runtime/1e6)
 	if s.rssFile > 0 {
 		d += fmt.Sprintf(", RSS from the executable's file %.1f", s.rssFile/1e6)
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
@@ -258,54 +259,83 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// A fall of minDrop connections from their peak triggers one trim; a
-// smaller one does not.
-func TestTrimAfterWaves(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := connlimit.New(inner, 10)
-	defer ln.Close()
-	var accepted []net.Conn
-	for range 4 {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		accepted = append(accepted, s)
-	}
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { trimAfterWaves(ctx, ln, logger, time.Millisecond, 3); close(done) }()
-	defer func() { cancel(); <-done }()
+// pipeListener hands out one end of a new in-memory pipe on each Accept,
+// so that a connlimit.Listener can run inside a synctest bubble.
+type pipeListener struct{ peers []net.Conn }
 
-	trims := func() int { return strings.Count(logs.String(), "returned memory") }
-	accepted[0].Close()
-	accepted[1].Close()
-	time.Sleep(50 * time.Millisecond) // 50 polls
-	if n := trims(); n != 0 {
-		t.Fatalf("%d trims after 2 of 4 closed, below the drop of 3", n)
+func (p *pipeListener) Accept() (net.Conn, error) {
+	a, b := net.Pipe()
+	p.peers = append(p.peers, b)
+	return a, nil
+}
+func (p *pipeListener) Close() error {
+	for _, c := range p.peers {
+		c.Close()
 	}
-	accepted[2].Close()
-	for deadline := time.Now().Add(5 * time.Second); trims() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no trim after 3 of 4 closed")
+	return nil
+}
+func (p *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// One trim for a wave of closed connections, once it is over: not for a
+// fall smaller than minDrop, not while connections are still going fast,
+// and not twice.
+func TestTrimAfterWaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := &pipeListener{}
+		ln := connlimit.New(inner, 100)
+		defer ln.Close()
+		var conns []net.Conn
+		for range 20 {
+			c, _ := ln.Accept()
+			conns = append(conns, c)
 		}
-	}
-	if !strings.Contains(logs.String(), "peak=4 open=1") {
-		t.Errorf("trim log: %s", logs.String())
-	}
-	time.Sleep(20 * time.Millisecond)
-	if n := trims(); n != 1 {
-		t.Errorf("%d trims for one wave, want 1", n)
-	}
-	accepted[3].Close()
+		logs := &lockedBuffer{}
+		logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		const poll = 5 * time.Second
+		go func() { trimAfterWaves(ctx, ln, logger, poll, 10); close(done) }()
+		defer func() { cancel(); <-done }()
+
+		trims := func() int { return strings.Count(logs.String(), "returned memory") }
+		closeN := func(n int) {
+			for range n {
+				conns[0].Close()
+				conns = conns[1:]
+			}
+		}
+		step := func(want int, what string) {
+			t.Helper()
+			time.Sleep(poll)
+			synctest.Wait()
+			if n := trims(); n != want {
+				t.Fatalf("%s: %d trims, want %d", what, n, want)
+			}
+		}
+		step(0, "no change")
+		closeN(6)
+		step(0, "6 of 20 closed, under the drop of 10")
+		closeN(6)
+		step(0, "12 closed, but still falling")
+		step(1, "12 closed and no longer falling")
+		if !strings.Contains(logs.String(), "peak=20 open=8") {
+			t.Errorf("trim log: %s", logs.String())
+		}
+		step(1, "the same wave")
+		// A new peak and a new wave.
+		for range 15 {
+			c, _ := ln.Accept()
+			conns = append(conns, c)
+		}
+		closeN(20)
+		step(1, "a wave that ended within one poll, seen falling")
+		step(2, "the second wave, over")
+		closeN(len(conns))
+		step(2, "3 more closed: under the drop")
+	})
 }
