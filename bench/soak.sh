@@ -3,7 +3,8 @@
 # once, on 127.0.0.1 only, for a bounded time. It builds tailgate and the
 # helper in bench/soak/, starts two good replicas (tailgate fixture), two
 # faulty ones (hangs, resets, garbage, a trickled body, slow answers, 503s,
-# taken in turn) and the gateway with an admin listener in front of them,
+# a 101 that holds the socket, a 70 KiB header block, taken in turn) and
+# the gateway with an admin listener in front of them,
 # then drives, all at once: paced normal reads, connections held idle,
 # slowloris headers, bodies on GET and refused methods. It prints requests
 # by kind and status, attempts per answer (from /metrics), and RSS and
@@ -30,7 +31,7 @@
 # SOAK_SLOWLORIS (50), SOAK_ABUSE_RATE (bad requests/s, 20),
 # SOAK_MAX_CONNS (the gateway's -max-conns, 1000: below what the driver
 # holds, so the limit is exercised), SOAK_FAULTS (the faulty replicas'
-# -modes; add upgrade and bigheader to try those), SOAK_PORT (first of 20
+# -modes, ok,ok,ok,hang,reset,garbage,trickle,slow,5xx,upgrade,bigheader), SOAK_PORT (first of 20
 # ports, 19180). Needs only Go and bash: not wrk, hey or curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ DURATION=${1:-${SOAK_DURATION:-5m}}
 SETTLE=${SOAK_SETTLE:-150s}
 PORT=${SOAK_PORT:-19180}
 TIMEOUT=2s
-FAULTS=${SOAK_FAULTS:-ok,ok,ok,hang,reset,garbage,trickle,slow,5xx}
+FAULTS=${SOAK_FAULTS:-ok,ok,ok,hang,reset,garbage,trickle,slow,5xx,upgrade,bigheader}
 
 TMP=$(mktemp -d)
 PIDS=()

@@ -236,6 +236,19 @@ func drive(c driveConfig, out io.Writer) (bool, error) {
 	if t.counts["read"]["200"] == 0 {
 		fail("no normal read was answered 200")
 	}
+	// A request the gateway must refuse is never answered as if served.
+	for _, x := range []*tally{warm, t} {
+		for kind, byStatus := range x.counts {
+			if !abuseKinds[kind] {
+				continue
+			}
+			for status, n := range byStatus {
+				if strings.HasPrefix(status, "2") {
+					fail("%s answered %s %d times: it must be refused", kind, status, n)
+				}
+			}
+		}
+	}
 	if ok {
 		fmt.Fprintln(out, "PASS")
 	}
@@ -423,6 +436,11 @@ func slowloris(ctx context.Context, c driveConfig) (n int, longest time.Duration
 	}
 	return n, longest
 }
+
+// abuseKinds are the kinds of request abuse sends, none of which may be
+// served.
+var abuseKinds = map[string]bool{"get-with-body": true, "get-chunked-body": true, "post": true, "put": true, "delete": true,
+	"patch": true, "trace": true, "options-star": true, "connect": true, "unknown-method": true}
 
 // abuse sends requests the gateway must refuse, in turn, c.abuseRate a
 // second, each on a connection of its own, until ctx ends.
