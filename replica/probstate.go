@@ -93,16 +93,16 @@ func (s *Set) probationState(i int) *ProbationState {
 	if !s.cfg.Probation.Enabled {
 		return nil
 	}
-	j := &s.prob
+	j := &s.lin.prob
+	r := s.reps[i]
 	j.mu.Lock()
-	p := j.state[i]
-	last, onProb := j.last, int(s.onProbation.Load())
+	p := r.judged
+	last, onProb, window, maxOn := j.last, int(s.lin.onProbation.Load()), time.Duration(j.window), j.maxOn
 	j.mu.Unlock()
 	st := &ProbationState{
 		Status: p.status, P50Ms: p.p50 / 1e6, PeersP50Ms: p.peers / 1e6, Samples: p.n,
-		Entries: p.entries, Exits: p.exits, Shadows: s.reps[i].shadows.Load(),
+		Entries: p.entries, Exits: p.exits, Shadows: r.shadows.Load(),
 	}
-	window := time.Duration(j.window)
 	switch p.status {
 	case Serving:
 		if p.exits > 0 {
@@ -115,7 +115,7 @@ func (s *Set) probationState(i int) *ProbationState {
 		st.Reason = judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
 			" of " + window.String()
 		if p.capped {
-			st.Reason += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
+			st.Reason += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(maxOn) +
 				" replicas on probation already"
 		}
 	case OnProbation, Recovering:
