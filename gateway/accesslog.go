@@ -58,7 +58,9 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 			attempts = 1 + int(x.hedges)
 		}
 		if w := int(x.tally.winner); x.tally.decided && w >= 0 {
-			attrs = append(attrs, slog.String("replica", g.cfg.Backends[x.tally.replica[w]]))
+			// By the request's view: its index names a replica of the
+			// configuration it was served under, whatever a Reload did.
+			attrs = append(attrs, slog.String("replica", x.v.cfg.Backends[x.tally.replica[w]]))
 			hedgeWon = w > 0
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // address of its own, away from client traffic:
 //
 //	/healthz         200 while the process serves (liveness only)
-//	/readyz          200 when at least one replica would take a request, else 503
+//	/readyz          200 when at least one replica would take a request, else 503; 503 for good once StartDrain is called
 //	/metrics         Prometheus text format
 //	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, and the hedger's state
 func (g *Gateway) Admin() http.Handler {
@@ -26,7 +26,16 @@ func (g *Gateway) Admin() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !g.observeReady(time.Now()) {
+		// Readiness is observed (and its changes logged) whether or not
+		// the gateway drains: draining is for good, and says so itself.
+		ready := g.observeReady(time.Now())
+		if g.draining.Load() {
+			// Load balancers stop sending before the listener closes.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("draining\n"))
+			return
+		}
+		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("no replica available\n"))
 			return
@@ -158,33 +167,34 @@ type InFlight struct {
 
 // Debug returns the gateway's state at now.
 func (g *Gateway) Debug(now time.Time) DebugState {
+	v := g.view.Load()
 	st := g.hedger.Stats() // evaluates the gate if that is due
 	d := DebugState{
 		Mode:     ModeHedge,
-		Replicas: g.set.Snapshot(now),
+		Replicas: v.set.Snapshot(now),
 		Hedge: HedgeState{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
 			GateOpen: st.Gate.Open(), WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
 			Gate: gateState(st.Gate),
 		},
 		InFlight: InFlight{
-			Requests: g.requests.inUse(), MaxRequests: g.requests.max,
-			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max,
-			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max,
+			Requests: g.requests.inUse(), MaxRequests: g.requests.max.Load(),
+			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max.Load(),
+			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max.Load(),
 		},
-		Probation: g.probationState(),
+		Probation: g.probationState(v.set),
 	}
 	if g.tied {
 		d.Mode = ModeTied
-		d.Tied = &TiedState{DelayMs: ms(max(g.cfg.TiedDelay, 0)), TiedCounts: g.metrics.tied()}
+		d.Tied = &TiedState{DelayMs: ms(max(v.cfg.TiedDelay, 0)), TiedCounts: g.metrics.tied()}
 	}
 	return d
 }
 
-func (g *Gateway) probationState() ProbationState {
-	p := g.set.Config().Probation
+func (g *Gateway) probationState(set *replica.Set) ProbationState {
+	p := set.Config().Probation
 	st := ProbationState{
-		Enabled: p.Enabled, OnProbation: g.set.OnProbation(), MaxOnProbation: p.MaxOnProbation(g.set.Len()),
+		Enabled: p.Enabled, OnProbation: set.OnProbation(), MaxOnProbation: p.MaxOnProbation(set.Len()),
 		Factor: p.Factor, ExitFactor: p.ExitFactor, MinExcessMs: ms(max(p.MinExcess, 0)), WindowMs: ms(p.Window), MinSamples: p.MinSamples,
 		ShadowRate: p.ShadowRate, Shadows: map[string]int64{},
 	}

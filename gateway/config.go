@@ -299,9 +299,13 @@ func newBase(c Config) *http.Transport {
 	t := hedge.NewBaseTransport()
 	t.Proxy = nil               // replicas are addressed directly
 	t.DisableCompression = true // forward Accept-Encoding and bodies untouched
-	t.MaxIdleConns = c.MaxInFlightAttempts * len(c.Backends)
+	// Bounded per replica only, so that replicas a reload adds get their
+	// share (the total is at most this times the replicas). No
+	// ResponseHeaderTimeout: each attempt's context carries the request's
+	// time limit (each shadow's, ShadowTimeout), and a fixed one would cut
+	// attempts short after a reload raised the timeout.
+	t.MaxIdleConns = 0
 	t.MaxIdleConnsPerHost = c.MaxInFlightAttempts
-	t.ResponseHeaderTimeout = c.Timeout
 	// net/http's default would buffer up to 10 MiB of headers per attempt
 	// and forward them all: a few misbehaving answers at once cost
 	// hundreds of megabytes.

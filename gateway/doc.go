@@ -30,9 +30,15 @@
 //   - A replica much slower than its peers goes on probation (package
 //     replica; on by default) and is measured by shadow requests, marked
 //     with ShadowHeader, sent only after a client has its answer.
-//   - Admin returns the handler for a separate listener: /healthz, /readyz,
-//     /metrics (Prometheus) and /debug/replicas. Registry is the metrics
-//     registry, the one way to read its counts in-process.
+//   - Reload replaces the configuration while requests are served: each
+//     request ends under the configuration it began with; replicas kept
+//     keep their state, new ones start cold, removed ones drain. What New
+//     built for good (tied mode, the backend protocol and transport) is
+//     refused.
+//   - Admin returns the handler for a separate listener: /healthz, /readyz
+//     (503 once StartDrain is called), /metrics (Prometheus) and
+//     /debug/replicas. Registry is the metrics registry, the one way to
+//     read its counts in-process.
 //   - Close cancels the shadows in flight and waits for them.
 //
 // Flags, limits, the probation and tied-mode rules, and the metrics:

@@ -24,6 +24,7 @@ import (
 // the run-to-run noise).
 type exchange struct {
 	g       *Gateway
+	v       *view // the configuration the read arrived under, to its end
 	req     http.Request
 	url     url.URL
 	tickets [hedge.MaxAttemptsCap]replica.Ticket
@@ -42,13 +43,13 @@ type exchange struct {
 // with its own URL, the headers to forward, deadlineValue as the
 // primary's Tailgate-Timeout (nil: the deadline Transport writes it) and
 // no body.
-func (g *Gateway) newExchange(r *http.Request, deadlineValue []string) *exchange {
-	x := &exchange{g: g}
+func (g *Gateway) newExchange(v *view, r *http.Request, deadlineValue []string) *exchange {
+	x := &exchange{g: g, v: v}
 	out := &x.req
 	*out = *r
 	x.url = targetURL(r)
 	out.URL = &x.url
-	out.Header = forwardedHeaders(r, g.cfg.TrustedHop)
+	out.Header = forwardedHeaders(r, v.cfg.TrustedHop)
 	if deadlineValue != nil {
 		out.Header[deadline.Header] = deadlineValue // at most the time left as the primary is sent
 	} // else the deadline Transport writes it (forwardedHeaders dropped the client's)
@@ -102,16 +103,16 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	var ok bool
 	switch {
 	case a.Index == 0:
-		i, t, ok = x.g.set.PickPrimary(now)
+		i, t, ok = x.v.set.PickPrimary(now)
 		if ok && x.g.tied {
 			x.tieTo(now, i)
 		}
 	case x.g.tied:
 		return x.pickTwin(now, a, used)
 	case a.Trigger == hedge.TriggerFailure:
-		i, t, ok = x.g.set.PickRetry(now, used)
+		i, t, ok = x.v.set.PickRetry(now, used)
 	default:
-		i, t, ok = x.g.set.PickAlternate(now, used)
+		i, t, ok = x.v.set.PickAlternate(now, used)
 	}
 	if ok {
 		x.tickets[a.Index], x.picked[a.Index] = t, now
@@ -127,7 +128,7 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 	if !x.g.attempts.tryAcquire() {
 		// Given back as picked: it took no time, so it is no latency
 		// sample, not even a lower bound.
-		x.g.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
+		x.v.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
 		if x.g.tied {
 			x.tie.copies[a.Index] = false // not sent after all
 		}
@@ -159,7 +160,7 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	if x.g.tied {
 		o, end = x.tiedDone(a, resp, o, end)
 	}
-	x.g.set.Done(x.tickets[a.Index], o, end)
+	x.v.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
 	x.attemptDone(a, resp, verdict)
 	if verdict != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,12 +20,16 @@ import (
 )
 
 // Gateway is an http.Handler that proxies reads to replicas with hedging.
-// Create it with New; it is safe for concurrent use.
+// Create it with New; it is safe for concurrent use. Reload changes its
+// configuration while it serves.
 type Gateway struct {
-	cfg       Config
-	set       *replica.Set
+	// view is the configuration in force, with the replica set and the
+	// engine's transport built for it (see view). A request loads it once.
+	view     atomic.Pointer[view]
+	reloadMu sync.Mutex // serialises Reload
+
 	hedger    *hedge.Hedger
-	transport *hedge.Transport
+	budget    *hedge.Budget // the hedger's, for life (Reload changes its rates)
 	base      http.RoundTripper
 	requests  limiter
 	attempts  limiter
@@ -32,34 +37,28 @@ type Gateway struct {
 	log       *slog.Logger
 	limited   [nLimitedLogs]limitedLog // per-request warnings, at most one a second each (see logs.go)
 	states    stateLog                 // changes of state, logged once each (see statelog.go)
-	accessLog accessLog                // off unless Config.AccessLog (see accesslog.go)
+	accessLog accessLog                // off unless Config.AccessLog, for the gateway's life (see accesslog.go)
 
-	// timeout bounds each request (the engine's); timeoutValue is the
-	// primary's Tailgate-Timeout for requests without a shorter deadline
-	// (see stamp), formatted once.
-	timeout      time.Duration
-	timeoutValue []string
+	// draining is set by StartDrain: /readyz answers 503 from then on.
+	draining atomic.Bool
+
+	// serverWrite is the smallest WriteTimeout of the servers Server has
+	// built (0: none), for requests that a reload has given more time.
+	serverWrite atomic.Int64
 
 	// The deadline check's view of the replicas' expected latency: a copy
 	// of Hedger.Stats().Expected, read at most every expectedEvery, since
 	// Stats also sums the gate's window and reads the budget. Times are
-	// nanoseconds since epoch, on the monotonic clock. checkExpected is
-	// false when the Policy ignores deadlines.
-	epoch         time.Time
-	expectedNext  atomic.Int64
-	expected      atomic.Int64
-	checkExpected bool
+	// nanoseconds since epoch, on the monotonic clock.
+	epoch        time.Time
+	expectedNext atomic.Int64
+	expected     atomic.Int64
 
 	// Shadow requests to replicas on probation (see shadow.go).
 	shadows shadows
 
-	// Tied requests (see tied.go): on with Config.Tied. origins are the
-	// backends' base URLs, by index, as tied.PeerHeader names them;
-	// budget is the engine's, which a read consults before it is tied.
-	tied      bool
-	tiedDelay time.Duration // the engine's delay: TiedDelay, at least 1ns
-	origins   []string
-	budget    *hedge.Budget
+	// tied: reads are tied requests (Config.Tied), for the gateway's life.
+	tied bool
 }
 
 // stampSlack is the deadline Transport's Slack: the primary's
@@ -89,61 +88,55 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
+	g := &Gateway{log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
 	g.accessLog.init(cfg)
-	g.requests.max = int64(cfg.MaxInFlightRequests)
-	g.attempts.max = int64(cfg.MaxInFlightAttempts)
+	g.states.init()
+	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
+	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
 	g.metrics = newMetrics(g)
-	policy := cfg.Policy
+	policy, err := g.policy(cfg)
+	if err != nil {
+		return nil, err
+	}
 	policy.Observer = chainObservers(g.metrics, policy.Observer)
-	if policy.Timeout == 0 {
-		policy.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
-	}
-	if cfg.Tied {
-		if err := g.initTied(&policy); err != nil {
-			return nil, err
-		}
-	}
 	if policy.Gate.Load == nil {
 		policy.Gate.Load = g.load // the limits and breakers: overload the engine cannot see
 	}
-	g.timeout, g.timeoutValue = policy.Timeout, stamp(policy.Timeout)
 	if g.hedger, err = hedge.New(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	g.metrics.registerBudget(g.hedger.Policy().Budget)
-	g.checkExpected = !g.hedger.Policy().IgnoreDeadline
+	g.budget = g.hedger.Policy().Budget
+	g.metrics.registerBudget(g.budget)
 	g.base = cfg.Base
 	if g.base == nil {
 		g.base = newBase(cfg)
 	}
-	// Each attempt tells its replica how long it has left, as of when it
-	// is sent: a hedge launched later claims less than the primary. serve
-	// writes the primary's value, stampSlack short of the time left, as
-	// it builds the request, so only a request sent more than stampSlack
-	// later is copied to be rewritten.
-	var accept func(*http.Response) error // nil: hedge.DefaultAccept, a final status below 500
-	if g.tied {
-		accept = tied.Accept(nil) // and never an answer dropped for its twin
-	}
-	g.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:          &deadline.Transport{Base: g.base, Slack: stampSlack},
-		Hedger:        g.hedger,
-		Targets:       cfg.Backends,
-		MaxBodyBytes:  cfg.MaxResponseBytes,
-		Accept:        accept,
-		InlinePrimary: true, // Base returns at once on cancellation (see Config.Base)
-	})
+	set, err := replica.New(cfg.Backends, g.replicaConfig(cfg.Replica))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if g.set, err = replica.New(cfg.Backends, g.replicaConfig(cfg.Replica)); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	v, err := g.newView(cfg, g.hedger.Policy(), set)
+	if err != nil {
+		return nil, err
 	}
-	if err := g.shadows.init(cfg); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
+	g.view.Store(v)
+	g.shadows.init(cfg)
 	return g, nil
+}
+
+// policy returns the engine's policy for cfg: cfg.Policy with the
+// gateway's timeout, and tied mode's settings (see initTied).
+func (g *Gateway) policy(cfg Config) (hedge.Policy, error) {
+	p := cfg.Policy
+	if p.Timeout == 0 {
+		p.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
+	}
+	if cfg.Tied {
+		if err := tiedPolicy(cfg, &p); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // Close cancels the shadow requests in flight and waits for them to end,
@@ -163,19 +156,22 @@ func (g *Gateway) Close() {
 // that would refuse an attempt now (breaker open, or its half-open probe
 // out).
 func (g *Gateway) load() hedge.Load {
-	inUse := max(float64(g.requests.inUse())/float64(g.requests.max), float64(g.attempts.inUse())/float64(g.attempts.max))
-	n := g.set.Len()
+	inUse := max(float64(g.requests.inUse())/float64(g.requests.max.Load()), float64(g.attempts.inUse())/float64(g.attempts.max.Load()))
+	set := g.view.Load().set
+	n := set.Len()
 	return hedge.Load{
 		InUse:       min(inUse, 1),
-		Unavailable: float64(n-g.set.Available(time.Now())) / float64(n),
+		Unavailable: float64(n-set.Available(time.Now())) / float64(n),
 	}
 }
 
 // Hedger returns the hedging engine the gateway uses.
 func (g *Gateway) Hedger() *hedge.Hedger { return g.hedger }
 
-// Replicas returns the replica set.
-func (g *Gateway) Replicas() *replica.Set { return g.set }
+// Replicas returns the replica set in force: after a Reload, the set's next
+// generation (see replica.Set.Next). Do not call its Next: membership
+// changes through Reload.
+func (g *Gateway) Replicas() *replica.Set { return g.view.Load().set }
 
 // ServeHTTP proxies one read.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -206,6 +202,8 @@ const (
 // expectedLatency returns the replicas' expected attempt latency (0 while
 // unknown) as of now, from a copy refreshed at most every expectedEvery.
 func (g *Gateway) expectedLatency(now time.Time) time.Duration {
+	// Shared across reloads: the engine's figure, and its latency window,
+	// outlive them.
 	n := int64(now.Sub(g.epoch))
 	if next := g.expectedNext.Load(); n >= next && g.expectedNext.CompareAndSwap(next, n+int64(expectedEvery)) {
 		g.expected.Store(int64(g.hedger.Stats().Expected))
@@ -231,6 +229,10 @@ type served struct {
 // deadline, the attempt limit), forwarding through the engine, which x
 // steers, and the response.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) served {
+	// The configuration in force as the request arrived: it serves the
+	// request to the end (picks, targets, outcomes, the access log's
+	// replica), whatever a Reload does meanwhile.
+	v := g.view.Load()
 	// What a read may be comes first, before the request limit: the checks
 	// cost nothing, and a request that fails them is refused, and its
 	// connection closed, even under overload (see refuseAndClose).
@@ -257,7 +259,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 	}
 	defer g.requests.release()
 	client := r.Context()
-	budget, budgetValue := g.timeout, g.timeoutValue
+	budget, budgetValue := v.timeout, v.timeoutValue
 	if d, ok, err := deadline.FromHeader(r.Header); ok {
 		// The client's own deadline: work that cannot finish within it is
 		// refused now rather than sent to replicas that would toil for a
@@ -270,7 +272,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		}
 		// While nothing is known of the replicas (0), nothing is refused
 		// on their account; nor when the policy ignores deadlines.
-		if g.checkExpected {
+		if v.checkExpected {
 			if need := g.expectedLatency(start); need > 0 && d < need {
 				return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
 			}
@@ -292,8 +294,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		return g.reject(w, rejectAttempts, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
 	}
 
-	x := g.newExchange(r, budgetValue)
-	resp, err := g.transport.RoundTripWith(&x.req, x)
+	if sw := g.serverWrite.Load(); sw > 0 && v.timeout+serverSlack > time.Duration(sw) {
+		// A reload gave requests more time than the Server's
+		// WriteTimeout, fixed when it was built, allows them.
+		extendWrite(w, start.Add(v.timeout+serverSlack))
+	}
+	x := g.newExchange(v, r, budgetValue)
+	resp, err := v.transport.RoundTripWith(&x.req, x)
 	x.decide(resp, err, client.Err() != nil)
 	if !x.started {
 		// The primary never started (no replica, or the client had gone
@@ -306,14 +313,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 
 	var s served
 	if err != nil {
-		s = g.writeFailure(w, r, client, budget, err)
+		s = g.writeFailure(w, r, v, client, budget, err)
 	} else {
 		defer resp.Body.Close()
 		s = g.writeResponse(w, r, resp)
 		// The client has its answer (net/http sends what is buffered when
 		// the handler returns, a few microseconds on): a replica on
 		// probation may be due a copy of the request, to measure it.
-		g.shadow(r)
+		g.shadow(v, r)
 	}
 	s.x = x
 	return s
@@ -347,7 +354,7 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // writeFailure answers a read that got no acceptable answer: 502 when
 // the replicas failed, 504 when time ran out, nothing when the client
 // left.
-func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client context.Context, budget time.Duration, err error) served {
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, v *view, client context.Context, budget time.Duration, err error) served {
 	if errors.Is(err, hedge.ErrNoTarget) {
 		if ok, n := g.allowLog(logNoReplica); ok {
 			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
@@ -378,9 +385,9 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, client co
 		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String(), reasonTimeout)
 	case errors.Is(err, hedge.ErrResponseTooLarge):
 		if ok, n := g.allowLog(logTooLarge); ok {
-			g.log.Warn("response too large", "path", r.URL.Path, "limit", g.cfg.MaxResponseBytes, "suppressed", n)
+			g.log.Warn("response too large", "path", r.URL.Path, "limit", v.cfg.MaxResponseBytes, "suppressed", n)
 		}
-		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.cfg.MaxResponseBytes, 10)+" bytes", reasonTooLarge)
+		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(v.cfg.MaxResponseBytes, 10)+" bytes", reasonTooLarge)
 	default:
 		if ok, n := g.allowLog(logFailed); ok {
 			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
@@ -437,14 +444,15 @@ func writeError(w http.ResponseWriter, code int, msg, reason string) served {
 	return served{code: code, bytes: int64(n), reason: reason}
 }
 
-// limiter is a non-blocking counting semaphore.
+// limiter is a non-blocking counting semaphore. Its max may change while
+// it is in use (Reload): a lower one refuses until enough slots are free.
 type limiter struct {
 	n   atomic.Int64
-	max int64
+	max atomic.Int64
 }
 
 func (l *limiter) tryAcquire() bool {
-	if l.n.Add(1) > l.max {
+	if l.n.Add(1) > l.max.Load() {
 		l.n.Add(-1)
 		return false
 	}

@@ -28,15 +28,20 @@ func buildInfo() prometheus.Gauge {
 // can draw the hedge share against its limit, and an alert fire as it
 // comes near, without copying the flags into the rules.
 func (m *metrics) registerBudget(b *hedge.Budget) {
-	fraction := prometheus.NewGauge(prometheus.GaugeOpts{
+	m.budgetFraction = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tailgate_hedge_budget_fraction",
 		Help: "Hedge credits earned per admitted request (-hedge-fraction): over any interval, hedges <= burst + fraction × requests.",
 	})
-	burst := prometheus.NewGauge(prometheus.GaugeOpts{
+	m.budgetBurst = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tailgate_hedge_budget_burst",
 		Help: "Most hedge credits the budget holds (-hedge-burst).",
 	})
-	fraction.Set(b.Fraction())
-	burst.Set(b.Burst())
-	m.registry.MustRegister(fraction, burst)
+	m.budgetChanged(b)
+	m.registry.MustRegister(m.budgetFraction, m.budgetBurst)
+}
+
+// budgetChanged sets the budget's gauges to b's rates (after a reload).
+func (m *metrics) budgetChanged(b *hedge.Budget) {
+	m.budgetFraction.Set(b.Fraction())
+	m.budgetBurst.Set(b.Burst())
 }

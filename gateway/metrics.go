@@ -41,6 +41,8 @@ type metrics struct {
 	log         *slog.Logger
 
 	replicaAttempts replicaAttempts // by replica, role and outcome (see replicametrics.go)
+	budgetFraction  prometheus.Gauge
+	budgetBurst     prometheus.Gauge
 
 	// Tied mode only: nil otherwise.
 	tiedCopies   []prometheus.Counter          // by copy: first, second
@@ -104,7 +106,7 @@ func newMetrics(g *Gateway) *metrics {
 		m.suppressed[r] = suppressed.WithLabelValues(r.String())
 	}
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
-	m.replicaAttempts = newReplicaAttempts(g.cfg.Backends)
+	m.replicaAttempts = newReplicaAttempts()
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
 		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -334,7 +336,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, s := range c.g.set.Snapshot(now) {
+	for _, s := range c.g.view.Load().set.Snapshot(now) {
 		state := 0.0
 		switch s.Breaker {
 		case replica.HalfOpen:

@@ -48,17 +48,20 @@ var (
 	}
 )
 
-// replicaAttempts counts attempts by replica, role and outcome. Every
-// child is made in New (the backends are fixed for a Gateway's life), so
-// that counting is an index and an atomic add: no label lookup, no
-// allocation.
+// replicaAttempts counts attempts by replica, role and outcome. Each view
+// (see reload.go) holds the children of its backends, made as it is
+// built, so that counting is an index and an atomic add: no label lookup,
+// no allocation.
 type replicaAttempts struct {
 	vec *prometheus.CounterVec
-	c   [][nRoles][nOutcomes]prometheus.Counter // by replica; nil where the role has no such outcome
 }
 
-func newReplicaAttempts(backends []string) replicaAttempts {
-	r := replicaAttempts{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+// attemptCounters are one replica's children, by role and outcome; nil where
+// the role has no such outcome.
+type attemptCounters [nRoles][nOutcomes]prometheus.Counter
+
+func newReplicaAttempts() replicaAttempts {
+	return replicaAttempts{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_replica_attempts_total",
 		Help: "Attempts sent to each replica (its backend URL as configured), by role (primary, hedge, shadow) and outcome: " +
 			"won (its answer was forwarded), " +
@@ -68,19 +71,30 @@ func newReplicaAttempts(backends []string) replicaAttempts {
 			"canceled (running when the client left; a shadow: when the gateway closed), " +
 			"answered (shadows only: an acceptable answer, discarded).",
 	}, []string{"replica", "role", "outcome"})}
-	r.c = make([][nRoles][nOutcomes]prometheus.Counter, len(backends))
+}
+
+// counters returns the children of backends, by index: those of a backend
+// already counted are the same children, so its counts go on.
+func (r replicaAttempts) counters(backends []string) []attemptCounters {
+	c := make([]attemptCounters, len(backends))
 	for i, b := range backends {
 		name := replicaLabel(b)
 		for role, outs := range roleOutcomes {
 			for _, o := range outs {
-				r.c[i][role][o] = r.vec.WithLabelValues(name, roleNames[role], outcomeNames[o])
+				c[i][role][o] = r.vec.WithLabelValues(name, roleNames[role], outcomeNames[o])
 			}
 		}
 	}
-	return r
+	return c
 }
 
-func (r *replicaAttempts) count(replica, role, outcome int) { r.c[replica][role][outcome].Inc() }
+// forget removes the series of a backend that a reload removed: a
+// replica that is gone should not be reported at zero rate for ever.
+func (r replicaAttempts) forget(backend string) {
+	r.vec.DeletePartialMatch(prometheus.Labels{"replica": replicaLabel(backend)})
+}
+
+func (c *attemptCounters) count(role, outcome int) { c[role][outcome].Inc() }
 
 // replicaLabel is a backend URL as a label value: as configured, but
 // without user information, should a backend ever carry some (New refuses
@@ -125,13 +139,13 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 	if a.IsHedge() {
 		role = roleHedge
 	}
-	counts := &x.g.metrics.replicaAttempts
+	counts := &x.v.counts[a.Target]
 	switch {
 	case x.g.tied && tied.Dropped(resp):
-		counts.count(a.Target, role, outLost) // its twin started elsewhere first
+		counts.count(role, outLost) // its twin started elsewhere first
 		return
 	case verdict != nil && !errors.Is(verdict, context.Canceled) && !errors.Is(verdict, context.DeadlineExceeded):
-		counts.count(a.Target, role, outFailed)
+		counts.count(role, outFailed)
 		return
 	}
 	if verdict != nil {
@@ -146,7 +160,7 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 	}
 	o := t.settle(a.Index)
 	t.mu.Unlock()
-	counts.count(a.Target, role, o)
+	counts.count(role, o)
 }
 
 // decide records what became of the read, once RoundTripWith has returned
@@ -166,14 +180,13 @@ func (x *exchange) decide(resp *http.Response, err error, left bool) {
 	} else if !left && errors.Is(err, context.DeadlineExceeded) {
 		t.noWinner = outTimeout
 	}
-	counts := &x.g.metrics.replicaAttempts
 	for i, w := range t.waiting {
 		if w {
 			role := rolePrimary
 			if i > 0 {
 				role = roleHedge
 			}
-			counts.count(int(t.replica[i]), role, t.settle(i))
+			x.v.counts[t.replica[i]].count(role, t.settle(i))
 			t.waiting[i], t.resp[i] = false, nil
 		}
 	}

@@ -230,10 +230,11 @@ func TestReplicaAttemptSeries(t *testing.T) {
 	}
 }
 
-// Counting an attempt allocates nothing: the children are made in New.
+// Counting an attempt allocates nothing: the children are made with the
+// view.
 func TestReplicaAttemptCountDoesNotAllocate(t *testing.T) {
-	r := newReplicaAttempts([]string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
-	if n := testing.AllocsPerRun(100, func() { r.count(1, roleHedge, outLost) }); n != 0 {
+	c := newReplicaAttempts().counters([]string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+	if n := testing.AllocsPerRun(100, func() { c[1].count(roleHedge, outLost) }); n != 0 {
 		t.Errorf("%v allocations per count", n)
 	}
 }

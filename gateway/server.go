@@ -27,7 +27,9 @@ type ServerConfig struct {
 //   - Time limits on each phase of a connection, so that a slow or idle
 //     client cannot hold one for long: 5s for the request header, 10s
 //     for the whole request (a read carries no body), Config.Timeout and
-//     5s more to write the answer, 60s idle between requests.
+//     5s more to write the answer, 60s idle between requests. A Reload
+//     that raises the timeout extends the write limit of each request
+//     from then on.
 //   - MaxHeaderBytes (see ServerConfig).
 //   - OPTIONS * goes to the gateway, which refuses it 405 as it does any
 //     method but GET and HEAD, rather than to net/http's built-in handler,
@@ -37,14 +39,35 @@ func (g *Gateway) Server(c ServerConfig) *http.Server {
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	write := g.view.Load().timeout + serverSlack
+	for {
+		// The smallest of the servers': each request that may take longer
+		// extends its own (see extendWrite).
+		cur := g.serverWrite.Load()
+		if cur > 0 && cur <= int64(write) || g.serverWrite.CompareAndSwap(cur, int64(write)) {
+			break
+		}
+	}
 	return &http.Server{
 		Handler:                      g,
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            5 * time.Second,
 		ReadTimeout:                  10 * time.Second,
-		WriteTimeout:                 g.cfg.Timeout + 5*time.Second,
+		WriteTimeout:                 write,
 		IdleTimeout:                  60 * time.Second,
 		MaxHeaderBytes:               c.MaxHeaderBytes,
 		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// serverSlack is how much longer than a request's timeout its answer may
+// take to write.
+var serverSlack = 5 * time.Second // a variable for tests only
+
+// extendWrite moves the write deadline of w's connection to at: for a
+// request whose timeout a Reload has raised above what the Server's
+// WriteTimeout, set as it was built, allows. Only such requests pay for
+// it; net/http sets the deadline of every request itself.
+func extendWrite(w http.ResponseWriter, at time.Time) {
+	http.NewResponseController(w).SetWriteDeadline(at) // an error: w cannot (a test's recorder); nothing to extend
 }

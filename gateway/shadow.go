@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -27,12 +26,9 @@ var shadowOutcomes = []string{shadowSuccess, shadowFailure, shadowCanceled, shad
 // background, bounded in number and time, on a context of their own that
 // Close cancels before waiting for them.
 type shadows struct {
-	targets []*url.URL // the replicas' base URLs, by index
-	timeout time.Duration
-	value   []string // the Tailgate-Timeout header of a shadow
-	slots   limiter
-	ctx     context.Context
-	cancel  context.CancelFunc
+	slots  limiter
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex // guards closed against wg.Add after Wait began
 	closed bool
@@ -41,19 +37,9 @@ type shadows struct {
 
 var shadowValue = []string{"1"}
 
-func (s *shadows) init(cfg Config) error {
-	for _, b := range cfg.Backends {
-		u, err := hedge.ParseTarget(b)
-		if err != nil {
-			return err // checked in withDefaults: unreachable
-		}
-		s.targets = append(s.targets, u)
-	}
-	s.timeout = cfg.ShadowTimeout
-	s.value = []string{deadline.Format(cfg.ShadowTimeout)}
-	s.slots.max = int64(cfg.MaxInFlightShadows)
+func (s *shadows) init(cfg Config) {
+	s.slots.max.Store(int64(cfg.MaxInFlightShadows))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	return nil
 }
 
 // close cancels the shadows in flight, waits for them, and refuses new
@@ -66,30 +52,30 @@ func (s *shadows) close() {
 	s.wg.Wait()
 }
 
-// shadow sends a copy of r, a read just answered, to a replica on
+// shadow sends a copy of r, a read just answered under v, to a replica on
 // probation if one is due a shadow (replica.Set.PickShadow decides), in the
 // background. With no replica on probation it costs one atomic load.
 // It reads r before returning, never after: the handler may then return.
-func (g *Gateway) shadow(r *http.Request) {
-	if g.set.OnProbation() == 0 {
+func (g *Gateway) shadow(v *view, r *http.Request) {
+	if v.set.OnProbation() == 0 {
 		return
 	}
 	now := time.Now()
-	i, t, ok := g.set.PickShadow(now)
+	i, t, ok := v.set.PickShadow(now)
 	if !ok {
 		return
 	}
 	s := &g.shadows
 	if !s.slots.tryAcquire() {
-		g.set.Done(t, replica.Canceled, now) // took no time: no latency sample
+		v.set.Done(t, replica.Canceled, now) // took no time: no latency sample
 		g.metrics.shadow(shadowSkipped)
 		return
 	}
 	u := targetURL(r)
-	u.Scheme, u.Host = s.targets[i].Scheme, s.targets[i].Host
-	h := forwardedHeaders(r, g.cfg.TrustedHop)
+	u.Scheme, u.Host = v.targets[i].Scheme, v.targets[i].Host
+	h := forwardedHeaders(r, v.cfg.TrustedHop)
 	h[ShadowHeader] = shadowValue
-	h[deadline.Header] = s.value
+	h[deadline.Header] = v.shadowValue
 	req := (&http.Request{
 		Method:     r.Method,
 		URL:        &u,
@@ -103,21 +89,21 @@ func (g *Gateway) shadow(r *http.Request) {
 	if s.closed {
 		s.mu.Unlock()
 		s.slots.release()
-		g.set.Done(t, replica.Canceled, now)
+		v.set.Done(t, replica.Canceled, now)
 		return
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go g.runShadow(req, t, now)
+	go g.runShadow(v, req, t, now)
 }
 
 // runShadow sends req, reads and discards its answer (up to the response
-// limit) and gives the ticket back with the outcome.
-func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time) {
+// limit) and gives the ticket back, to v's set, with the outcome.
+func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start time.Time) {
 	s := &g.shadows
 	defer s.wg.Done()
 	defer s.slots.release()
-	ctx, cancel := context.WithDeadline(s.ctx, start.Add(s.timeout))
+	ctx, cancel := context.WithDeadline(s.ctx, start.Add(v.cfg.ShadowTimeout))
 	defer cancel()
 	resp, err := g.base.RoundTrip(req.WithContext(ctx))
 	if err == nil {
@@ -129,7 +115,7 @@ func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time
 	if err == nil {
 		// The whole body is the answer, as it is for attempts; past the
 		// limit the replica has answered enough.
-		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, g.cfg.MaxResponseBytes))
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, v.cfg.MaxResponseBytes))
 		resp.Body.Close()
 		if err != nil {
 			resp = nil
@@ -139,8 +125,8 @@ func (g *Gateway) runShadow(req *http.Request, t replica.Ticket, start time.Time
 		err = hedge.DefaultAccept(resp) // as the engine judges an attempt
 	}
 	o := outcome(err)
-	g.set.Done(t, o, time.Now())
-	g.metrics.replicaAttempts.count(t.Replica(), roleShadow, shadowOutcome(err))
+	v.set.Done(t, o, time.Now())
+	v.counts[t.Replica()].count(roleShadow, shadowOutcome(err))
 	switch o {
 	case replica.Success:
 		g.metrics.shadow(shadowSuccess)

@@ -18,8 +18,13 @@ import (
 // stateLog logs the replicas' changes of state, which the replica set
 // reports through replica.Config.OnChange, and the gateway's readiness.
 type stateLog struct {
+	// gen is, per replica name, the breaker generation last logged. By
+	// name, not index: a Reload gives indexes to other replicas, while a
+	// replica kept keeps its breaker, generations and all. A replica a
+	// Reload removes is forgotten (forget), so that one added again under
+	// its name, which starts with a new breaker, is not taken for stale.
 	mu  sync.Mutex
-	gen []uint64 // per replica index, the breaker generation last logged; grown as replicas report
+	gen map[string]uint64
 
 	// ready is readiness as last logged (see observeReady); readyMu
 	// orders its changes, so that two observers cannot log one change
@@ -28,10 +33,26 @@ type stateLog struct {
 	readyMu sync.Mutex
 }
 
+// init readies the log for New.
+func (s *stateLog) init() {
+	s.gen = map[string]uint64{}
+	s.ready.Store(true) // every breaker starts closed
+}
+
+// forget drops what is known of the breakers of replicas that a Reload
+// removed.
+func (s *stateLog) forget(removed []string) {
+	s.mu.Lock()
+	for _, name := range removed {
+		delete(s.gen, name)
+	}
+	s.mu.Unlock()
+}
+
 // replicaConfig returns c with OnChange reporting to the gateway's log,
-// after any OnChange of the caller's.
+// after any OnChange of the caller's: for New's replica set and each
+// generation a Reload makes.
 func (g *Gateway) replicaConfig(c replica.Config) replica.Config {
-	g.states.ready.Store(true) // every breaker starts closed
 	caller := c.OnChange
 	c.OnChange = func(e replica.Event) {
 		if caller != nil {
@@ -46,7 +67,10 @@ func (g *Gateway) replicaConfig(c replica.Config) replica.Config {
 // and probation at warn level (the replica is out of the rotation), its
 // half-opening, closing and return from probation at info level. A
 // breaker change older than one already logged (changes reach OnChange
-// outside the set's locks, in any order) is not logged. An opening or a
+// outside the set's locks, in any order) is not logged. Replicas are
+// named by the event (see replica.Event.Name), which is right in every
+// generation of the set; a change of a replica that a Reload removed, as
+// its last attempts drain, is logged but not remembered. An opening or a
 // closing may change readiness; a reopening cannot. (So does a half-opening, whose probe,
 // while out, leaves the replica unavailable; but that lasts as long as
 // one attempt, and logging it would put a "not ready" and a "ready"
@@ -57,17 +81,19 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 		g.log.Warn("replica on probation: shadow requests only", "replica", e.Name, "reason", e.Reason)
 		return
 	case replica.ProbationExited:
+		if e.Reason == replica.ReasonRemoved { // by a Reload
+			g.log.Info("replica off probation: removed from the backends", "replica", e.Name)
+			return
+		}
 		g.log.Info("replica off probation: back in the rotation", "replica", e.Name, "reason", e.Reason)
 		return
 	}
 	s := &g.states
+	_, member := g.view.Load().set.Index(e.Name) // a scan, for a change of state: rare
 	s.mu.Lock()
-	if e.Replica >= len(s.gen) { // a replica added since New
-		s.gen = append(s.gen, make([]uint64, e.Replica+1-len(s.gen))...)
-	}
-	stale := e.Generation <= s.gen[e.Replica]
-	if !stale {
-		s.gen[e.Replica] = e.Generation
+	stale := e.Generation <= s.gen[e.Name]
+	if !stale && member {
+		s.gen[e.Name] = e.Generation
 	}
 	s.mu.Unlock()
 	if stale {
@@ -100,7 +126,8 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 // so a gateway nobody asks learns of that only when the probe closes the
 // breaker.
 func (g *Gateway) observeReady(now time.Time) bool {
-	n := g.set.Available(now)
+	set := g.view.Load().set
+	n := set.Available(now)
 	ready := n > 0
 	s := &g.states
 	if s.ready.Load() == ready {
@@ -110,15 +137,16 @@ func (g *Gateway) observeReady(now time.Time) bool {
 	defer s.readyMu.Unlock()
 	// Again, under the lock: another observer may have logged it, and
 	// the set may have moved since.
-	n = g.set.Available(now)
+	set = g.view.Load().set
+	n = set.Available(now)
 	if ready = n > 0; s.ready.Load() == ready {
 		return ready
 	}
 	s.ready.Store(ready)
 	if ready {
-		g.log.Info("ready: a replica is available again", "available", n, "replicas", g.set.Len())
+		g.log.Info("ready: a replica is available again", "available", n, "replicas", set.Len())
 	} else {
-		g.log.Warn("not ready: no replica available, every breaker is open", "replicas", g.set.Len())
+		g.log.Warn("not ready: no replica available, every breaker is open", "replicas", set.Len())
 	}
 	return ready
 }

@@ -54,12 +54,11 @@ type tieState struct {
 	exclude  [1]int // PickAlternate's argument for the twin
 }
 
-// initTied sets the gateway up for tied requests: the engine's policy
-// (the delay, two attempts, the gate off, a budget that lets every read
-// be tied unless one is given) and the backends' base URLs.
-func (g *Gateway) initTied(p *hedge.Policy) error {
-	g.tiedDelay = max(g.cfg.TiedDelay, time.Nanosecond) // the engine's smallest fixed delay: at once, in effect
-	p.Delay = g.tiedDelay
+// tiedPolicy sets p up for tied requests as cfg asks: the delay, two
+// attempts, the gate off, and a budget that lets every read be tied
+// unless one is given.
+func tiedPolicy(cfg Config, p *hedge.Policy) error {
+	p.Delay = max(cfg.TiedDelay, time.Nanosecond) // the engine's smallest fixed delay: at once, in effect
 	p.MaxAttempts = 2
 	p.Gate.Disabled = true
 	if p.Budget == nil {
@@ -67,19 +66,11 @@ func (g *Gateway) initTied(p *hedge.Policy) error {
 		// to bank the credit of every read in flight: a read earns its
 		// credit as it starts and spends it a delay later, and with the
 		// default burst a burst of reads would lose theirs to the cap.
-		b, err := hedge.NewBudget(1, float64(max(hedge.DefaultBudgetBurst, g.cfg.MaxInFlightRequests)))
+		b, err := hedge.NewBudget(1, float64(max(hedge.DefaultBudgetBurst, cfg.MaxInFlightRequests)))
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		p.Budget = b
-	}
-	g.budget = p.Budget
-	for _, b := range g.cfg.Backends {
-		u, err := hedge.ParseTarget(b)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err) // checked in withDefaults: unreachable
-		}
-		g.origins = append(g.origins, u.Scheme+"://"+u.Host)
 	}
 	return nil
 }
@@ -91,22 +82,22 @@ func (g *Gateway) initTied(p *hedge.Policy) error {
 // copy is due. A read that is not tied goes alone: its primary names no
 // twin, so no replica is sent a cancel for a copy that will never come,
 // and its twin's replica is not held for nothing.
-func (g *Gateway) tieable(now time.Time, ctx context.Context) bool {
+func (g *Gateway) tieable(v *view, now time.Time, ctx context.Context) bool {
 	if g.budget.Credits() < 1 {
 		return false
 	}
-	if !g.checkExpected {
+	if !v.checkExpected {
 		return true
 	}
 	need := g.expectedLatency(now)
 	if need <= 0 {
 		return true
 	}
-	dl := now.Add(g.timeout)
+	dl := now.Add(v.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
-	return dl.Sub(now.Add(g.tiedDelay)) >= need
+	return dl.Sub(now.Add(v.tiedDelay)) >= need
 }
 
 // tieTo makes the read tied as its primary is picked (replica primary, at
@@ -115,20 +106,20 @@ func (g *Gateway) tieable(now time.Time, ctx context.Context) bool {
 // holds its ticket for the second copy. Called from Pick, under the
 // engine's lock, before the first copy is launched.
 func (x *exchange) tieTo(now time.Time, primary int) {
-	g := x.g
-	if !g.tieable(now, x.req.Context()) {
+	v := x.v
+	if !x.g.tieable(v, now, x.req.Context()) {
 		return
 	}
 	x.tie.exclude[0] = primary
-	j, t, ok := g.set.PickAlternate(now, x.tie.exclude[:])
+	j, t, ok := v.set.PickAlternate(now, x.tie.exclude[:])
 	if !ok {
 		return
 	}
 	x.tickets[1], x.picked[1] = t, now
 	x.tie.twinHeld = true
-	x.tie.vals = [3]string{tied.NewTie(), g.origins[j], g.origins[primary]}
+	x.tie.vals = [3]string{tied.NewTie(), v.origins[j], v.origins[primary]}
 	x.tie.copies[0] = true
-	g.metrics.tiedCopy(0)
+	x.g.metrics.tiedCopy(0)
 }
 
 // stampTie writes copy a's tie headers as it is launched: the first copy
@@ -167,7 +158,7 @@ func (x *exchange) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bo
 	if a.Trigger != hedge.TriggerFailure {
 		return -1, false
 	}
-	i, t, ok := x.g.set.PickRetry(now, used)
+	i, t, ok := x.v.set.PickRetry(now, used)
 	if ok {
 		x.tickets[1], x.picked[1] = t, now
 	}
@@ -199,7 +190,7 @@ func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response, o replica.Outc
 func (g *Gateway) settleTie(x *exchange, resp *http.Response, err error) {
 	if x.tie.twinHeld {
 		x.tie.twinHeld = false
-		g.set.Done(x.tickets[1], replica.Canceled, x.picked[1])
+		x.v.set.Done(x.tickets[1], replica.Canceled, x.picked[1])
 	}
 	o := tiedRetry
 	switch {

@@ -27,6 +27,8 @@
 //   - Losers are cancelled as soon as a winner is chosen. Every operation
 //     produces a Receipt (JSON, version 1) in which cancellationsRequested =
 //     cancellationsObserved + lateCompletions + unobserved.
+//   - Hedger.Update and Budget.SetRates change a policy while operations
+//     run: each operation keeps the policy it began with.
 //   - Hedgers, Budgets and Transports are safe for concurrent use. No
 //     goroutine of this package outlives an operation's observation window;
 //     an attempt that ignores cancellation keeps its own goroutine until it

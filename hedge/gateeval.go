@@ -154,6 +154,7 @@ type gate struct {
 	turnMost   int64         // how long an unproven turn may last
 	hold       time.Duration // Load's signals stay at least this long
 	notify     func(GateState)
+	retired    atomic.Bool // replaced by Update: changes are no longer reported
 
 	next      atomic.Int64  // when the next evaluation is due
 	shut      atomic.Uint32 // GateSignals in force
@@ -262,7 +263,7 @@ func (g *gate) tick(now time.Time) {
 	snap, changed := g.evaluate(now)
 	g.next.Store(n + g.evalEvery)
 	g.mu.Unlock()
-	if changed && g.notify != nil {
+	if changed && g.notify != nil && !g.retired.Load() {
 		g.notify(snap)
 	}
 }

@@ -10,14 +10,18 @@ import (
 // share: the latency window behind the adaptive delay, the budget and the
 // overload gate. Create one per logical endpoint (latencies of different
 // endpoints should not mix) and share it between goroutines: it is safe for
-// concurrent use.
+// concurrent use. Update changes its policy while it runs.
 type Hedger struct {
-	p      Policy
+	// cur is the policy in force and the gate that goes with it. An
+	// operation loads it once, as it starts, and keeps it to the end, so
+	// that an Update never changes the rules of an operation under way.
+	cur    atomic.Pointer[settings]
+	update sync.Mutex // serialises Update
 	budget *Budget
-	gate   *gate
 	delays *delayState
 	obs    Observer
 	wants  uint16 // bit k set: obs wants events of kind k
+	notify func(GateState)
 
 	// timerLag is how late delay timers fire on this machine, an EWMA in
 	// nanoseconds: the runtime sleeps in whole milliseconds when idle, so a
@@ -45,7 +49,6 @@ func New(p Policy) (*Hedger, error) {
 	}
 	d := newDelayState(p)
 	h := &Hedger{
-		p:      p,
 		budget: p.Budget,
 		delays: d,
 		obs:    p.Observer,
@@ -58,16 +61,21 @@ func New(p Policy) (*Hedger, error) {
 			}
 		}
 	}
-	var notify func(GateState)
 	if h.observes(EventGate) {
-		notify = func(st GateState) { h.observe(Event{Kind: EventGate, Gate: &st}) }
+		h.notify = func(st GateState) { h.observe(Event{Kind: EventGate, Gate: &st}) }
 	}
-	h.gate = newGate(p.Gate, d.lat, notify)
+	h.cur.Store(&settings{p: p, gate: newGate(p.Gate, d.lat, h.notify)})
 	return h, nil
 }
 
+// settings are what an Update replaces at once: the policy and its gate.
+type settings struct {
+	p    Policy
+	gate *gate
+}
+
 // Policy returns the policy in force, with defaults filled in.
-func (h *Hedger) Policy() Policy { return h.p }
+func (h *Hedger) Policy() Policy { return h.cur.Load().p }
 
 // Stats is a point-in-time view of a Hedger's shared state.
 type Stats struct {
@@ -90,7 +98,7 @@ type Stats struct {
 // is due, so the view is current even when no operation runs.
 func (h *Hedger) Stats() Stats {
 	now := time.Now()
-	h.gate.tick(now)
+	h.cur.Load().gate.tick(now)
 	return h.StatsAt(now)
 }
 
@@ -99,22 +107,24 @@ func (h *Hedger) Stats() Stats {
 // far from the present cannot move the Hedger's clocks.
 func (h *Hedger) StatsAt(now time.Time) Stats {
 	delay, expected, _ := h.delays.current(now)
-	t := h.gate.counts.totals(now)
+	g := h.cur.Load().gate
+	t := g.counts.totals(now)
 	return Stats{
 		Delay:        delay,
 		Expected:     expected,
 		Credits:      h.budget.Credits(),
 		Operations:   t[countOps],
 		WantedHedges: t[countWanted],
-		Gate:         h.gate.snapshot(now),
+		Gate:         g.snapshot(now),
 	}
 }
 
 // record notes the latency of an accepted attempt, or the lower bound of
-// a cancelled loser's, for the delay and the gate.
+// a cancelled loser's, for the delay and the gate in force (an operation
+// that began under an earlier policy still measures the endpoint).
 func (h *Hedger) record(now time.Time, l time.Duration) {
 	h.delays.record(now, l)
-	h.gate.record(now, l)
+	h.cur.Load().gate.record(now, l)
 }
 
 func (h *Hedger) observe(e Event) {

@@ -20,6 +20,7 @@ type result[T any] struct {
 // outcome is already known, waits on wake.
 type operation[T any] struct {
 	h      *Hedger
+	s      *settings // the policy and gate in force as it began, to the end (its MaxAttempts: o.s.p's, not a copy, which would take the operation into the next size class)
 	fn     calls[T]
 	hooks  *hooks
 	steer  steering // per-operation Pick and Admit, overriding hooks
@@ -30,7 +31,6 @@ type operation[T any] struct {
 	start  time.Time
 	delay  time.Duration
 	expect time.Duration
-	max    int
 
 	mu           sync.Mutex
 	launched     int
@@ -68,7 +68,7 @@ type operation[T any] struct {
 
 func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hooks, first int) {
 	o.h, o.fn, o.hooks, o.parent, o.first = h, fn, hk, ctx, first
-	o.max = h.p.MaxAttempts
+	o.s = h.cur.Load()
 }
 
 func (o *operation[T]) run() (T, error) {
@@ -84,11 +84,11 @@ func (o *operation[T]) run() (T, error) {
 		return zero, fmt.Errorf("hedge: %w", err)
 	}
 	h.budget.Admit()
-	h.gate.addOp(now)
+	o.s.gate.addOp(now)
 	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 
-	if t := h.p.Timeout; t > 0 {
+	if t := o.s.p.Timeout; t > 0 {
 		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
 	} else {
 		o.ctx, o.cancel = context.WithCancel(o.parent)
@@ -103,7 +103,7 @@ func (o *operation[T]) run() (T, error) {
 	}
 	primary.Target = target
 	o.launch(now, primary, !o.hooks.inline)
-	if o.max > 1 {
+	if o.s.p.MaxAttempts > 1 {
 		o.timerTarget.op = o
 		o.timer = h.delayTimer(&o.timerTarget)
 		o.arm(now)
@@ -141,7 +141,7 @@ func (o *operation[T]) wait() {
 	}
 	o.wake = o.h.wakeChan()
 	o.mu.Unlock()
-	if o.parent.Done() == nil && o.h.p.Timeout <= 0 {
+	if o.parent.Done() == nil && o.s.p.Timeout <= 0 {
 		// Only finish can end o.ctx, and finish sends on wake: watching
 		// o.ctx would just allocate its Done channel.
 		<-o.wake
@@ -280,7 +280,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if o.ctx.Err() != nil {
 		return false // the caller has left or time is up; not a suppression
 	}
-	if o.launched >= o.max {
+	if o.launched >= o.s.p.MaxAttempts {
 		o.suppress(SuppressMaxAttempts)
 		return false
 	}
@@ -291,10 +291,10 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	delayed := trig == TriggerDelay
 	if delayed && !o.wanted {
 		o.wanted = true
-		h.gate.counts.add(now, countWanted)
+		o.s.gate.counts.add(now, countWanted)
 	}
 	a := Attempt{Index: o.launched, Trigger: trig}
-	if !h.p.IgnoreDeadline && o.expect > 0 {
+	if !o.s.p.IgnoreDeadline && o.expect > 0 {
 		if dl, ok := o.ctx.Deadline(); ok && dl.Sub(now) < o.expect {
 			o.suppress(SuppressDeadline)
 			return false
@@ -303,13 +303,13 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	var pass gatePass
 	if delayed {
 		var ok bool
-		if pass, ok = h.gate.allow(now, o.lateHedged); !ok {
+		if pass, ok = o.s.gate.allow(now, o.lateHedged); !ok {
 			o.suppress(SuppressGate)
 			return false
 		}
 	}
 	if !h.budget.TrySpend() {
-		h.gate.refuse(pass, now)
+		o.s.gate.refuse(pass, now)
 		o.suppress(SuppressBudget)
 		return false
 	}
@@ -320,26 +320,26 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	target, ok := o.pick(a)
 	if !ok {
 		h.budget.refund()
-		h.gate.refuse(pass, now)
+		o.s.gate.refuse(pass, now)
 		o.suppress(SuppressNoTarget)
 		return false
 	}
 	a.Target = target
 	if !o.admit(a) {
 		h.budget.refund()
-		h.gate.refuse(pass, now)
+		o.s.gate.refuse(pass, now)
 		o.suppress(SuppressCapacity)
 		return false
 	}
 	o.launch(now, a, true)
 	if delayed {
-		h.gate.launched(pass)
+		o.s.gate.launched(pass)
 		if !o.lateHedged {
 			o.lateHedged, o.pass = true, pass
 		}
 		o.pass.probe = o.pass.probe || pass.probe
 	}
-	if o.launched < o.max && o.timer != nil {
+	if o.launched < o.s.p.MaxAttempts && o.timer != nil {
 		o.arm(now) // the next hedge, one delay later
 	}
 	return true
@@ -483,7 +483,7 @@ func (o *operation[T]) finish(now time.Time) {
 		if helped {
 			took = now.Sub(o.startOf(o.res.idx))
 		}
-		o.h.gate.settle(now, o.pass, counts && !o.warm, helped, took)
+		o.s.gate.settle(now, o.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
 		o.timerStopped = o.h.putDelayTimer(o.timer)
@@ -504,7 +504,7 @@ func (o *operation[T]) finish(now time.Time) {
 	if deliver {
 		o.delivered = true
 	} else {
-		o.window = time.AfterFunc(o.h.p.ObserveWindow, o.closeWindow)
+		o.window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
 	}
 	if o.wake != nil {
 		o.wake <- struct{}{} // buffered: never blocks
@@ -586,7 +586,7 @@ func (o *operation[T]) reusable() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.hooks.inline && o.launched == 1 && o.pending == 0 && o.delivered &&
-		o.window == nil && (o.max == 1 || o.timerStopped)
+		o.window == nil && (o.s.p.MaxAttempts == 1 || o.timerStopped)
 }
 
 // startOf returns when attempt i was launched. It reads the attempt's

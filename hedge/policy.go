@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -200,11 +201,17 @@ func (p Policy) withDefaults() (Policy, error) {
 // an attempt. Reads are two atomic loads; a recomputation from the latency
 // window happens at most every refreshEvery, by whichever caller wins a CAS.
 type delayState struct {
+	lat    *latency.Window
+	origin time.Time // next counts nanoseconds from here
+
+	// mu guards the settings, which Hedger.Update changes, and orders
+	// recomputations (one every refreshEvery: the lock costs nothing), so
+	// that one under the old settings cannot store its delay after the
+	// new settings' is in.
+	mu       sync.Mutex
 	fixed    time.Duration // > 0: fixed delay
 	adaptive Adaptive
-	lat      *latency.Window
 
-	origin   time.Time    // next counts nanoseconds from here
 	next     atomic.Int64 // nanoseconds from origin of the next refresh
 	delay    atomic.Int64 // current delay
 	expected atomic.Int64 // median latency of recent accepted attempts; 0 unknown
@@ -227,6 +234,15 @@ func newDelayState(p Policy) *delayState {
 	return d
 }
 
+// set changes the delay's settings to p's and recomputes the delay at now
+// from the latency window.
+func (d *delayState) set(p Policy, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fixed, d.adaptive = p.Delay, p.Adaptive
+	d.refreshLocked(now)
+}
+
 // record adds the latency of an accepted (or cancelled-losing) attempt.
 func (d *delayState) record(now time.Time, l time.Duration) {
 	d.lat.RecordAt(now, l)
@@ -237,12 +253,16 @@ func (d *delayState) record(now time.Time, l time.Duration) {
 func (d *delayState) current(now time.Time) (delay, expected time.Duration, warm bool) {
 	n := int64(now.Sub(d.origin)) // the monotonic clock: a wall-clock step must not stop refreshes
 	if next := d.next.Load(); n >= next && d.next.CompareAndSwap(next, n+int64(refreshEvery)) {
-		d.refresh(now)
+		d.mu.Lock()
+		d.refreshLocked(now)
+		d.mu.Unlock()
 	}
 	return time.Duration(d.delay.Load()), time.Duration(d.expected.Load()), d.warm.Load()
 }
 
-func (d *delayState) refresh(now time.Time) {
+// refreshLocked recomputes the delay and expected latency at now. Called
+// with d.mu held.
+func (d *delayState) refreshLocked(now time.Time) {
 	s := d.lat.SnapshotAt(now)
 	if s.Count() > 0 {
 		d.expected.Store(int64(s.Quantile(0.5)))
@@ -250,6 +270,8 @@ func (d *delayState) refresh(now time.Time) {
 		d.expected.Store(0)
 	}
 	if d.fixed > 0 {
+		d.delay.Store(int64(d.fixed))
+		d.warm.Store(false)
 		return
 	}
 	a := d.adaptive

@@ -19,7 +19,7 @@ func TestPolicyDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v", p)
 	}
 	// Probes of a shut gate: a second apart, backing off to half the window.
-	if g := h.gate; g.probeFirst != int64(time.Second) || g.probeMost != int64(5*time.Second) || g.hold != time.Second || g.turnMost != int64(time.Second) {
+	if g := h.cur.Load().gate; g.probeFirst != int64(time.Second) || g.probeMost != int64(5*time.Second) || g.hold != time.Second || g.turnMost != int64(time.Second) {
 		t.Errorf("probes every %v to %v, hold %v, unproven turns %v; want 1s, 5s, 1s and 1s",
 			time.Duration(g.probeFirst), time.Duration(g.probeMost), g.hold, time.Duration(g.turnMost))
 	}

@@ -144,7 +144,7 @@ func TestHugeCooldownsSaturate(t *testing.T) {
 	// reopening time; both saturate instead of wrapping into the past.
 	now := t0.Add(huge)
 	s.Done(pickAt(t, s, 0, now), Failure, now)
-	r := &s.reps[0]
+	r := s.reps[0]
 	r.mu.Lock()
 	cd := r.cooldown
 	r.mu.Unlock()

@@ -23,6 +23,11 @@
 //     other replica admits a request; PickShadow hands out its shadow
 //     tickets. At most Probation.MaxOnProbation(n) of n replicas are on
 //     probation at once, never all.
+//   - Membership changes one way: Next makes a Set's next generation, in
+//     which the replicas kept are the same (breaker, latency, probation
+//     carried over) and new ones start cold. A caller holds one generation
+//     for a whole request and gives its tickets back to it; a replica left
+//     out drains as the attempts that hold its tickets end.
 //   - No method reads the clock: each takes now, so that breaker, EWMA and
 //     probation logic is tested with synthetic times. Nor does the package
 //     log: Config.OnChange is told of each move of a breaker or of

@@ -44,7 +44,13 @@ func (k EventKind) String() string {
 // the receiver knows when it is told.
 type Event struct {
 	Kind EventKind
-	// Replica is the replica's index, Name its name as given to New.
+	// Name is the replica's name, as given to New or Next: what
+	// identifies it across generations (see Set.Next). Replica is its
+	// index in the generation that reported the change (a breaker's:
+	// the Set whose pick or Done moved it; probation's: the newest
+	// generation, which the judge judges), which another generation may
+	// give another replica: a receiver that keeps state per replica
+	// across generations keys it by Name.
 	Replica int
 	Name    string
 	// Generation is the breaker's generation after the change (breaker
@@ -61,15 +67,22 @@ type Event struct {
 	Cooldown time.Duration
 	// Probation events only: why, in the words and figures that
 	// /debug/replicas shows (ProbationState.Reason), such as "p50 41ms is
-	// 8.2x peers' 5ms for 5s".
+	// 8.2x peers' 5ms for 5s"; for a replica that Next takes off
+	// probation, ReasonRemoved or ReasonProbationOff.
 	Reason string
 }
 
-// changed reports e to the caller's OnChange, if any. Call it with no
-// lock of the Set held: OnChange may log, and may call the Set.
+// The Reasons of the ProbationExited events of Next, which takes replicas
+// off probation without a judgement.
+const (
+	ReasonRemoved      = "removed from the set" // left out of the next generation
+	ReasonProbationOff = "probation turned off" // the next generation's Config turned it off
+)
+
+// changed reports e, its Name set, to s's OnChange, if any. Call it with
+// no lock of the Set held: OnChange may log, and may call the Set.
 func (s *Set) changed(e Event) {
 	if f := s.cfg.OnChange; f != nil {
-		e.Name = s.reps[e.Replica].name
 		f(e)
 	}
 }

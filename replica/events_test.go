@@ -17,17 +17,20 @@ type eventLog struct {
 }
 
 func (l *eventLog) onChange(e Event) {
-	r := &l.s.reps[e.Replica]
-	if !r.mu.TryLock() {
-		l.t.Errorf("%v reported under the replica's lock", e.Kind)
-	} else {
-		r.mu.Unlock()
+	// By name: the event's index may be another generation's than l.s.
+	if i, ok := l.s.Index(e.Name); ok {
+		r := l.s.reps[i]
+		if !r.mu.TryLock() {
+			l.t.Errorf("%v reported under the replica's lock", e.Kind)
+		} else {
+			r.mu.Unlock()
+		}
 	}
 	if l.s.cfg.Probation.Enabled {
-		if !l.s.prob.mu.TryLock() {
+		if !l.s.lin.prob.mu.TryLock() {
 			l.t.Errorf("%v reported under the judge's lock", e.Kind)
 		} else {
-			l.s.prob.mu.Unlock()
+			l.s.lin.prob.mu.Unlock()
 		}
 	}
 	l.mu.Lock()
@@ -148,5 +151,86 @@ func TestOnChangeNoAllocations(t *testing.T) {
 func TestEventKindString(t *testing.T) {
 	if BreakerOpened.String() != "breakerOpened" || ProbationExited.String() != "probationExited" || EventKind(0).String() != "EventKind(0)" {
 		t.Error(BreakerOpened, ProbationExited, EventKind(0))
+	}
+}
+
+// After Next changes the members' order, an event names the replica that
+// moved, with its index in the generation that moved it: the newest one,
+// or the older one to which a drained replica's attempt is given back.
+func TestOnChangeAcrossGenerations(t *testing.T) {
+	n := names(3)
+	cfg, log := withEvents(t, Config{FailureThreshold: 1, Cooldown: time.Second})
+	s := mustNew(t, 3, cfg)
+	log.s = s
+	held := pickAt(t, s, 1, t0) // r1's, in flight across the change
+	next, err := s.Next([]string{n[2], n[0]}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.s = next
+	next.Done(pickAt(t, next, 0, t0), Failure, t0)
+	if got := log.take(); len(got) != 1 || got[0] != (Event{Kind: BreakerOpened, Replica: 0, Name: n[2], Generation: 1, Failures: 1, Cooldown: time.Second}) {
+		t.Errorf("r2, now replica 0, failed: %+v", got)
+	}
+	s.Done(held, Failure, t0)
+	if got := log.take(); len(got) != 1 || got[0] != (Event{Kind: BreakerOpened, Replica: 1, Name: n[1], Generation: 1, Failures: 1, Cooldown: time.Second}) {
+		t.Errorf("removed r1's attempt failed: %+v", got)
+	}
+	probe := pickAt(t, next, 0, t0.Add(time.Second))
+	next.Done(probe, Success, t0.Add(time.Second))
+	if got := log.take(); len(got) != 2 || got[0].Name != n[2] || got[0].Kind != BreakerHalfOpen || got[1].Name != n[2] || got[1].Kind != BreakerClosed || got[1].Generation != 3 {
+		t.Errorf("r2's probe: %+v", got)
+	}
+}
+
+// A replica that Next takes off probation, removed or with probation
+// turned off, is reported to have come off, with why; one kept stays on,
+// unreported.
+func TestOnChangeNextTakesOffProbation(t *testing.T) {
+	n := names(4)
+	cfg, log := withEvents(t, Config{Probation: quick})
+	cfg.Probation.Enabled = true
+	s := mustNew(t, 4, cfg)
+	log.s = s
+	forceProbation(s, 1, t0)
+	forceProbation(s, 3, t0)
+	next, err := s.Next([]string{n[3], n[0], n[2]}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.s = next
+	if got := log.take(); len(got) != 1 || got[0] != (Event{Kind: ProbationExited, Replica: 1, Name: n[1], Reason: "removed from the set"}) {
+		t.Errorf("r1 removed while on probation: %+v", got)
+	}
+	off := cfg
+	off.Probation = Probation{}
+	if _, err := next.Next(next.names(), off); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); len(got) != 1 || got[0] != (Event{Kind: ProbationExited, Replica: 0, Name: n[3], Reason: "probation turned off"}) {
+		t.Errorf("probation turned off with r3 on: %+v", got)
+	}
+}
+
+// The judge's moves name the newest generation's replica, by its index
+// there.
+func TestOnChangeProbationAfterNext(t *testing.T) {
+	n := names(3)
+	cfg, log := withEvents(t, Config{Probation: quick})
+	c := newCluster(t, 3, cfg, func(i int, _ time.Time) time.Duration {
+		if i == 0 { // in the next generation: r2
+			return 50 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	})
+	cfg.Probation.Enabled = true
+	next, err := c.s.Next([]string{n[2], n[0], n[1]}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.s, log.s = next, next
+	c.run(10*time.Second, c.on(0))
+	if got := log.take(); len(got) != 1 || got[0].Kind != ProbationEntered || got[0].Replica != 0 || got[0].Name != n[2] {
+		t.Fatalf("slow r2, replica 0 of the next generation: %+v", got)
 	}
 }

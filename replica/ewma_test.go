@@ -13,7 +13,7 @@ func sample(t *testing.T, s *Set, i int, rtt time.Duration, end time.Time) {
 }
 
 func ewmaOf(s *Set, i int, now time.Time) float64 {
-	return s.ewmaAt(&s.reps[i], s.offset(now))
+	return s.ewmaAt(s.reps[i], s.offset(now))
 }
 
 func TestEWMARisesAtOnceOnSpike(t *testing.T) {

@@ -40,7 +40,7 @@ func mustNew(tb testing.TB, n int, cfg Config) *Set {
 // setEWMA gives replica i a peak-EWMA of d as of now, as if its last sample
 // had been taken then.
 func setEWMA(s *Set, i int, d time.Duration, now time.Time) {
-	r := &s.reps[i]
+	r := s.reps[i]
 	r.ewma.Store(math.Float64bits(float64(d)))
 	r.lastUpdate.Store(s.offset(now))
 }
@@ -65,14 +65,14 @@ func pickAt(tb testing.TB, s *Set, i int, now time.Time) Ticket {
 // forceProbation puts replica i on probation at now, as the judge would.
 func forceProbation(s *Set, i int, now time.Time) {
 	off := s.offset(now)
-	s.prob.mu.Lock()
-	defer s.prob.mu.Unlock()
-	p := &s.prob.state[i]
+	s.lin.prob.mu.Lock()
+	defer s.lin.prob.mu.Unlock()
+	p := &s.reps[i].judged
 	p.status, p.since = OnProbation, off
 	p.entries++
 	s.reps[i].nextShadow.Store(off)
 	s.reps[i].probation.Store(true)
-	s.onProbation.Add(1)
+	s.lin.onProbation.Add(1)
 }
 
 func stateOfReplica(s *Set, i int, now time.Time) State { return s.Snapshot(now)[i] }

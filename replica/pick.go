@@ -24,8 +24,8 @@ func (s *Set) cost(r *replica, off int64) (float64, int64) {
 // cost, then fewer in flight (replicas without samples all cost 0, and
 // spreading them by load beats piling onto one).
 func (s *Set) better(i, j int, off int64) bool {
-	ci, ni := s.cost(&s.reps[i], off)
-	cj, nj := s.cost(&s.reps[j], off)
+	ci, ni := s.cost(s.reps[i], off)
+	cj, nj := s.cost(s.reps[j], off)
 	return ci < cj || ci == cj && ni < nj
 }
 
@@ -51,11 +51,10 @@ func (s *Set) better(i, j int, off int64) bool {
 // -1, when no replica admits a request. PickPrimary does not allocate.
 func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 	off := s.offset(now)
-	strict := s.onProbation.Load() > 0
+	strict := s.lin.onProbation.Load() > 0
 	for round := 0; round < maxPickRounds; round++ {
 		n, probe := 0, -1
-		for j := range s.reps {
-			r := &s.reps[j]
+		for j, r := range s.reps {
 			if strict && r.probation.Load() {
 				continue
 			}
@@ -115,8 +114,7 @@ func (s *Set) candidates(n int, off int64, strict bool) (a, b int) {
 	}
 	a, b = -1, -1
 	k := 0
-	for j := range s.reps {
-		r := &s.reps[j]
+	for j, r := range s.reps {
 		if strict && r.probation.Load() {
 			continue
 		}
@@ -163,14 +161,13 @@ func (s *Set) PickRetry(now time.Time, exclude []int) (i int, t Ticket, ok bool)
 }
 
 func (s *Set) pickAlternate(off int64, exclude []int, fallback bool) (i int, t Ticket, ok bool) {
-	strict := s.onProbation.Load() > 0
+	strict := s.lin.onProbation.Load() > 0
 	for round := 0; round < maxPickRounds; round++ {
 		best, bestCost, bestIn := -1, 0.0, int64(0)
-		for j := range s.reps {
+		for j, r := range s.reps {
 			if excluded(exclude, j) {
 				continue
 			}
-			r := &s.reps[j]
 			if strict && r.probation.Load() {
 				continue
 			}

@@ -224,60 +224,69 @@ type probState struct {
 	entries, exits     uint64
 }
 
-// probationJudge decides which replicas are on probation. It runs at most
-// every Window/10, from Done (or UpdateProbation), under mu.
+// probationJudge decides which replicas are on probation, those of the
+// newest generation of a Set (see Next). It runs at most every Window/10,
+// from Done (or UpdateProbation), under mu.
 type probationJudge struct {
-	cfg         Probation
-	window      int64 // ns
-	span        int64 // recoverySpan, ns
-	every       int64 // ns between judgements
-	shadowEvery int64 // ns between shadows to one replica
-	maxOn       int
-	next        atomic.Int64 // when the next judgement is due, ns since epoch
-	recent      []samples    // per replica, guarded by its mu; nil when off
+	// Read without mu, on the request path; written under mu (by
+	// configure) and, for next, by whoever claims a judgement.
+	next        atomic.Int64 // when the next judgement is due, ns since epoch; MaxInt64 while off
+	every       atomic.Int64 // ns between judgements
+	shadowEvery atomic.Int64 // ns between shadows to one replica
+
+	mu     sync.Mutex
+	cfg    Probation
+	window int64 // ns
+	span   int64 // recoverySpan, ns
+	maxOn  int
 	// A median's excess over its peers' (ns) must be above enterExcess to
 	// diverge, and below exitExcess (or under the exit ratio) to recover.
 	enterExcess, exitExcess float64
-
-	mu    sync.Mutex
-	last  int64 // when it last judged
-	state []probState
-	sort  []float64 // scratch: serving replicas' medians
+	last                    int64     // when it last judged
+	sort                    []float64 // scratch: serving replicas' medians
 }
 
-func (j *probationJudge) init(p Probation, n int) {
+// configure sets the judge up for p and n replicas (the newest
+// generation's), with mu held. Turned on, it starts afresh; judged again
+// with other settings, replicas keep where they stand, and the settings
+// apply from the next judgement.
+func (j *probationJudge) configure(p Probation, n int) {
+	was := j.cfg.Enabled
 	j.cfg = p
+	j.maxOn = p.MaxOnProbation(n)
+	if cap(j.sort) < n {
+		j.sort = make([]float64, 0, n)
+	}
 	if !p.Enabled {
+		j.next.Store(math.MaxInt64)
 		return
 	}
 	j.window = int64(p.Window)
 	j.span = int64(p.recoverySpan())
-	j.every = max(j.window/10, int64(time.Millisecond))
+	j.every.Store(max(j.window/10, int64(time.Millisecond)))
 	j.enterExcess, j.exitExcess = p.excess()
-	j.shadowEvery = max(int64(float64(time.Second)/p.ShadowRate), 1)
-	j.maxOn = p.MaxOnProbation(n)
-	j.last = math.MinInt64
-	j.recent = make([]samples, n)
-	j.state = make([]probState, n)
-	j.sort = make([]float64, 0, n)
-	j.next.Store(math.MinInt64)
+	j.shadowEvery.Store(max(int64(float64(time.Second)/p.ShadowRate), 1))
+	if !was {
+		j.last = math.MinInt64
+		j.next.Store(math.MinInt64)
+	}
 }
 
 // maybeJudge judges at off if a judgement is due and no other is running.
-func (j *probationJudge) maybeJudge(s *Set, off int64) {
+func (j *probationJudge) maybeJudge(lin *lineage, off int64) {
 	next := j.next.Load()
-	if off < next || !j.next.CompareAndSwap(next, off+j.every) {
+	if off < next || !j.next.CompareAndSwap(next, off+j.every.Load()) {
 		return
 	}
 	if j.mu.TryLock() {
-		moves := j.judge(s, off)
+		judged, moves := j.judge(lin, off)
 		j.mu.Unlock()
-		s.report(moves)
+		judged.report(moves)
 	}
 }
 
-// report hands the moves of a judgement to OnChange, outside the judge's
-// lock.
+// report hands the moves of a judgement of s to its OnChange, outside the
+// judge's lock. s may be nil when there are none.
 func (s *Set) report(moves []Event) {
 	for _, e := range moves {
 		s.changed(e)
@@ -288,23 +297,27 @@ func (s *Set) report(moves []Event) {
 // on and off probation. Done does this by itself at most every Window/10,
 // so callers need not; it is there for a caller that wants a judgement at
 // a given time (tests, an admin view after traffic stopped). It does
-// nothing when probation is off.
+// nothing when probation is off. Whichever generation it is called on,
+// the newest is judged.
 func (s *Set) UpdateProbation(now time.Time) {
 	if !s.cfg.Probation.Enabled {
 		return
 	}
 	off := s.offset(now)
-	s.prob.mu.Lock()
-	moves := s.prob.judge(s, off)
-	s.prob.mu.Unlock()
-	s.report(moves)
+	j := &s.lin.prob
+	j.mu.Lock()
+	judged, moves := j.judge(s.lin, off)
+	j.mu.Unlock()
+	judged.report(moves)
 }
 
-// OnProbation returns how many replicas are on probation now.
-func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
+// OnProbation returns how many replicas of the newest generation are on
+// probation now.
+func (s *Set) OnProbation() int { return int(s.lin.onProbation.Load()) }
 
-// judge is one judgement at off, with j.mu held. It returns the moves on
-// and off probation, for OnChange (nil without one, or without moves).
+// judge is one judgement at off, with j.mu held, of the newest generation,
+// which it returns with the moves on and off probation, for that
+// generation's OnChange (nil without one, or without moves).
 //
 // Each replica's median comes from its samples of the last Window or, on
 // probation, from those taken since it went on, over the last recovery
@@ -318,36 +331,39 @@ func (s *Set) OnProbation() int { return int(s.onProbation.Load()) }
 // comes back. Without
 // enough samples, or without peers to compare with, nothing holds: a
 // divergence or recovery in progress starts over.
-func (j *probationJudge) judge(s *Set, off int64) (moves []Event) {
-	if off < j.last {
-		return nil // a judgement of a later time has been made
+func (j *probationJudge) judge(lin *lineage, off int64) (judged *Set, moves []Event) {
+	if off < j.last || !j.cfg.Enabled {
+		return nil, nil // a judgement of a later time has been made, or probation is off
 	}
 	j.last = off
 	f := j.cfg
+	judged = lin.current.Load()
+	reps := judged.reps
+	report := judged.cfg.OnChange != nil
+	window := time.Duration(j.window)
 	var buf [MaxProbationSamples]int64
-	for i := range j.state {
-		p := &j.state[i]
+	for _, r := range reps {
+		p := &r.judged
 		from := off - j.window
 		if p.status.OnProbation() {
 			from = max(off-j.span, p.since-1)
 		}
-		r := &s.reps[i]
 		r.mu.Lock()
-		k := j.recent[i].since(from, &buf)
+		k := r.recent.since(from, &buf)
 		r.mu.Unlock()
 		p.n, p.p50 = k, median(buf[:k])
 	}
 	j.sort = j.sort[:0]
-	for i := range j.state {
-		if p := &j.state[i]; !p.status.OnProbation() && p.n >= f.MinSamples {
+	for _, r := range reps {
+		if p := &r.judged; !p.status.OnProbation() && p.n >= f.MinSamples {
 			j.sort = append(j.sort, p.p50)
 		}
 	}
 	slices.Sort(j.sort)
 
 	// Recoveries first: they free room under the cap.
-	for i := range j.state {
-		p := &j.state[i]
+	for i, r := range reps {
+		p := &r.judged
 		if !p.status.OnProbation() {
 			continue
 		}
@@ -363,17 +379,17 @@ func (j *probationJudge) judge(s *Set, off int64) (moves []Event) {
 			p.moveP50, p.movePeers, p.moveHeld = p.p50, p.peers, off-p.hold
 			p.status, p.since, p.hold = Serving, off, 0
 			p.exits++
-			s.reps[i].probation.Store(false)
-			s.onProbation.Add(-1)
-			if s.cfg.OnChange != nil {
-				moves = append(moves, Event{Kind: ProbationExited, Replica: i, Reason: j.reason(p, off, 0)})
+			r.probation.Store(false)
+			lin.onProbation.Add(-1)
+			if report {
+				moves = append(moves, Event{Kind: ProbationExited, Replica: i, Name: r.name, Reason: reason(p, off, 0, j.maxOn, window)})
 			}
 		}
 	}
 	// Divergences.
 	ready := 0
-	for i := range j.state {
-		p := &j.state[i]
+	for _, r := range reps {
+		p := &r.judged
 		if p.status.OnProbation() || p.status == Serving && p.exits > 0 && p.since == off {
 			continue // on probation, or just came off: judged from shadows, not among j.sort
 		}
@@ -401,33 +417,33 @@ func (j *probationJudge) judge(s *Set, off int64) (moves []Event) {
 	// Those that diverged for Window go on probation, the worst first,
 	// while the cap allows; the others wait, capped.
 	for ; ready > 0; ready-- {
-		worst, ratio := -1, 0.0
-		for i := range j.state {
-			p := &j.state[i]
+		var worst *replica
+		wi, ratio := -1, 0.0
+		for i, r := range reps {
+			p := &r.judged
 			if p.status != Diverging || p.capped || off-p.hold < j.window {
 				continue
 			}
-			if r := ratioOf(p.p50, p.peers); worst < 0 || r > ratio {
-				worst, ratio = i, r
+			if x := ratioOf(p.p50, p.peers); worst == nil || x > ratio {
+				worst, wi, ratio = r, i, x
 			}
 		}
-		p := &j.state[worst]
-		if int(s.onProbation.Load()) >= j.maxOn {
+		p := &worst.judged
+		if int(lin.onProbation.Load()) >= j.maxOn {
 			p.capped = true
 			continue
 		}
 		p.moveP50, p.movePeers, p.moveHeld = p.p50, p.peers, off-p.hold
 		p.status, p.since, p.hold = OnProbation, off, 0
 		p.entries++
-		r := &s.reps[worst]
-		r.nextShadow.Store(off) // the first shadow is due at once
-		r.probation.Store(true)
-		s.onProbation.Add(1)
-		if s.cfg.OnChange != nil {
-			moves = append(moves, Event{Kind: ProbationEntered, Replica: worst, Reason: j.reason(p, off, 0)})
+		worst.nextShadow.Store(off) // the first shadow is due at once
+		worst.probation.Store(true)
+		lin.onProbation.Add(1)
+		if report {
+			moves = append(moves, Event{Kind: ProbationEntered, Replica: wi, Name: worst.name, Reason: reason(p, off, 0, j.maxOn, window)})
 		}
 	}
-	return moves
+	return judged, moves
 }
 
 // median returns the median of v (sorted in place), 0 for none.
@@ -486,21 +502,21 @@ func ratioOf(p50, peers float64) float64 {
 // ok is false, and i is -1, when no shadow is due; with no replica on
 // probation that costs one atomic load. PickShadow does not allocate.
 func (s *Set) PickShadow(now time.Time) (i int, t Ticket, ok bool) {
-	if s.onProbation.Load() == 0 {
+	if s.lin.onProbation.Load() == 0 {
 		return -1, Ticket{}, false
 	}
 	off := s.offset(now)
-	for j := range s.reps {
-		r := &s.reps[j]
+	every := s.lin.prob.shadowEvery.Load()
+	for j, r := range s.reps {
 		if !r.probation.Load() {
 			continue
 		}
 		next := r.nextShadow.Load()
-		if off < next || !r.nextShadow.CompareAndSwap(next, off+s.prob.shadowEvery) {
+		if off < next || !r.nextShadow.CompareAndSwap(next, off+every) {
 			continue
 		}
 		if t, ok := s.admit(j, off); ok {
-			t.kind |= ticketShadow
+			t.id |= ticketShadow
 			r.shadows.Add(1)
 			return j, t, true
 		}

@@ -93,14 +93,15 @@ func (s *Set) probationState(i int) *ProbationState {
 	if !s.cfg.Probation.Enabled {
 		return nil
 	}
-	j := &s.prob
+	j := &s.lin.prob
+	r := s.reps[i]
 	j.mu.Lock()
-	p := j.state[i]
-	last, onProb := j.last, int(s.onProbation.Load())
+	p := r.judged
+	last, onProb, window, maxOn := j.last, int(s.lin.onProbation.Load()), time.Duration(j.window), j.maxOn
 	j.mu.Unlock()
 	st := &ProbationState{
 		Status: p.status, P50Ms: p.p50 / 1e6, PeersP50Ms: p.peers / 1e6, Samples: p.n,
-		Entries: p.entries, Exits: p.exits, Shadows: s.reps[i].shadows.Load(),
+		Entries: p.entries, Exits: p.exits, Shadows: r.shadows.Load(),
 	}
 	switch p.status {
 	case Serving:
@@ -112,15 +113,16 @@ func (s *Set) probationState(i int) *ProbationState {
 	case OnProbation, Recovering:
 		st.Since = s.timeAt(p.since)
 	}
-	st.Reason = j.reason(&p, last, onProb)
+	st.Reason = reason(&p, last, onProb, maxOn, window)
 	return st
 }
 
 // reason explains p's status as of the judgement at last, with onProb
-// replicas on probation: the words of ProbationState.Reason, and of the
-// Events of moves on and off probation.
-func (j *probationJudge) reason(p *probState, last int64, onProb int) string {
-	window := time.Duration(j.window)
+// replicas on probation, at most maxOn, and the judge's window: the words
+// of ProbationState.Reason, and of the Events of moves on and off
+// probation. The judge's settings are passed in, read under its mu, for
+// Next may change them.
+func reason(p *probState, last int64, onProb, maxOn int, window time.Duration) string {
 	switch p.status {
 	case Serving:
 		if p.exits > 0 {
@@ -131,7 +133,7 @@ func (j *probationJudge) reason(p *probState, last int64, onProb int) string {
 		r := judgement(p.p50, p.peers) + " for " + short(time.Duration(last-p.hold)).String() +
 			" of " + window.String()
 		if p.capped {
-			r += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(j.maxOn) +
+			r += "; held back: " + strconv.Itoa(onProb) + " of at most " + strconv.Itoa(maxOn) +
 				" replicas on probation already"
 		}
 		return r

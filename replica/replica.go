@@ -60,8 +60,8 @@ type Config struct {
 	// OnChange, when non-nil, is told of each change of a replica's
 	// breaker (opened, half-open, closed) and probation (entered,
 	// exited), once, on the goroutine whose call made it (Done, a pick,
-	// UpdateProbation), after the Set's locks are released: it may call
-	// the Set. It delays that call, a pick or an attempt's Done, so it
+	// UpdateProbation, Next), after the Set's locks are released: it may
+	// call the Set. It delays that call, a pick or an attempt's Done, so it
 	// must be quick and must not block (a log line is fine). Nil: no
 	// reports, and nothing is spent on them.
 	OnChange func(Event)
@@ -105,21 +105,35 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Set is a fixed set of equivalent replicas. It chooses where attempts go
-// and keeps, per replica, a circuit breaker, a peak-EWMA latency, the number
-// of attempts in flight, its probation (when enabled) and counters for an
-// admin view. A Set is safe for
-// concurrent use; its methods never read the clock but take the time from
-// the caller.
+// Set is a set of equivalent replicas. It chooses where attempts go and
+// keeps, per replica, a circuit breaker, a peak-EWMA latency, the number of
+// attempts in flight, its probation (when enabled) and counters for an
+// admin view. A Set is safe for concurrent use; its methods never read the
+// clock but take the time from the caller.
+//
+// A Set's members are fixed: membership changes by making the Set's next
+// generation (see Next), a new Set in which the replicas kept are the same
+// replicas, their state shared. A caller holds one generation for the
+// whole of a request, so that its picks and Done calls agree on what each
+// index names, and swaps generations without a lock on its request path
+// (an atomic pointer, say).
 type Set struct {
 	cfg  Config
 	tau  float64 // DecayTime in nanoseconds
-	reps []replica
+	gen  uint16  // the generation's number, wrapping: a ticket carries it
+	lin  *lineage
+	reps []*replica
+}
 
+// lineage is what the generations of a Set share: their clock, their
+// random generator, the count of replicas on probation, the probation
+// judge, and which generation is the newest.
+type lineage struct {
 	// epoch is the first time any method was given. Times are kept as
 	// nanoseconds since epoch so that they fit in atomics, and measuring
 	// them with time.Time.Sub keeps the monotonic clock reading: a step of
-	// the wall clock cannot stretch or cut a cooldown.
+	// the wall clock cannot stretch or cut a cooldown. Shared, so that
+	// the times a replica keeps mean the same in every generation.
 	epoch atomic.Pointer[time.Time]
 
 	// rng is the state of the generator of a seeded Set, written by every
@@ -129,20 +143,32 @@ type Set struct {
 	rng    atomic.Uint64
 	_      [cacheLine - 8]byte
 
-	// Probation: onProbation counts the replicas on probation (read by
-	// every pick, written only as one goes on or comes off); the rest is
-	// the judge's, see probation.go.
+	// onProbation counts the newest generation's replicas on probation
+	// (read by every pick, written only as one goes on or comes off); the
+	// rest is the judge's, see probation.go.
 	onProbation atomic.Int32
 	_           [cacheLine - 4]byte
 	prob        probationJudge
+
+	// current is the newest generation: the one the judge judges, and
+	// the only one Next accepts, so that membership changes in a line.
+	current atomic.Pointer[Set]
+	gens    uint16 // generations made, guarded by prob.mu
 }
 
 // cacheLine is the unit of memory that cores take turns owning.
 const cacheLine = 64
 
-// replica is the state of one replica, in three groups kept on cache lines
-// of their own, by who writes them: a core that writes a line takes it from
-// every other core's cache, and the next reader there waits for it.
+// replica is the state of one replica, shared by every generation of a
+// Set that has it, in three groups kept on cache lines of their own, by
+// who writes them: a core that writes a line takes it from every other
+// core's cache, and the next reader there waits for it. A fourth group,
+// probation's, is written by Done under mu and by the judge.
+//
+// Replicas are allocated one by one, each padded to whole cache lines, so
+// that generations can share them by pointer. A slice of values, as
+// before generations, saved a pointer load per replica a pick looks at:
+// the picks cost the same within the noise (see BenchmarkPickPrimaryDone).
 type replica struct {
 	pickFields
 	_ [cacheLine - unsafe.Sizeof(pickFields{})%cacheLine]byte
@@ -150,6 +176,8 @@ type replica struct {
 	_ [cacheLine - unsafe.Sizeof(loadFields{})%cacheLine]byte
 	doneFields
 	_ [cacheLine - unsafe.Sizeof(doneFields{})%cacheLine]byte
+	probFields
+	_ [cacheLine - unsafe.Sizeof(probFields{})%cacheLine]byte
 }
 
 // pickFields are read by every pick for every replica and written only when
@@ -194,6 +222,14 @@ type doneFields struct {
 	cooldown    time.Duration // the cooldown of the next opening; guarded by mu
 }
 
+// probFields are the replica's probation: its recent latency samples,
+// guarded by mu (Done adds them while probation is on), and where the
+// judge has it, guarded by the judge's mu.
+type probFields struct {
+	recent samples
+	judged probState
+}
+
 // New returns a Set of the named replicas, in order: replica i is names[i].
 // Names (base URLs in practice) must be non-empty and unique, and there must
 // be at least one. Errors wrap ErrInvalid.
@@ -202,35 +238,50 @@ func New(names []string, cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	lin := &lineage{seeded: cfg.Seed != 0}
+	lin.rng.Store(cfg.Seed)
+	s := &Set{cfg: cfg, tau: float64(cfg.DecayTime), lin: lin, reps: make([]*replica, len(names))}
+	for i, n := range names {
+		s.reps[i] = newReplica(n, cfg)
+	}
+	lin.current.Store(s)
+	lin.prob.configure(cfg.Probation, len(names))
+	return s, nil
+}
+
+// checkNames checks the names of a Set's replicas.
+func checkNames(names []string) error {
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: no replicas", ErrInvalid)
+		return fmt.Errorf("%w: no replicas", ErrInvalid)
 	}
 	if len(names) > math.MaxUint32-1 {
-		return nil, fmt.Errorf("%w: %d replicas is too many", ErrInvalid, len(names))
+		return fmt.Errorf("%w: %d replicas is too many", ErrInvalid, len(names))
 	}
 	seen := make(map[string]int, len(names))
 	for i, n := range names {
 		if n == "" {
-			return nil, fmt.Errorf("%w: replica %d has an empty name", ErrInvalid, i)
+			return fmt.Errorf("%w: replica %d has an empty name", ErrInvalid, i)
 		}
 		if j, dup := seen[n]; dup {
-			return nil, fmt.Errorf("%w: replicas %d and %d are both named %q", ErrInvalid, j, i, redact.URL(n))
+			return fmt.Errorf("%w: replicas %d and %d are both named %q", ErrInvalid, j, i, redact.URL(n))
 		}
 		seen[n] = i
 	}
-	s := &Set{cfg: cfg, tau: float64(cfg.DecayTime), reps: make([]replica, len(names))}
-	for i, n := range names {
-		r := &s.reps[i]
-		r.name = n
-		r.cooldown = cfg.Cooldown
-		r.word.Store(pack(0, Closed, false))
-		// No sample yet: the first one is taken as is whatever its age.
-		r.lastUpdate.Store(math.MinInt64)
-	}
-	s.seeded = cfg.Seed != 0
-	s.rng.Store(cfg.Seed)
-	s.prob.init(cfg.Probation, len(names))
-	return s, nil
+	return nil
+}
+
+// newReplica returns a cold replica: breaker closed, no latency sample.
+func newReplica(name string, cfg Config) *replica {
+	r := &replica{}
+	r.name = name
+	r.cooldown = cfg.Cooldown
+	r.word.Store(pack(0, Closed, false))
+	// No sample yet: the first one is taken as is whatever its age.
+	r.lastUpdate.Store(math.MinInt64)
+	return r
 }
 
 // Config returns the configuration in effect, defaults filled in.
@@ -244,8 +295,8 @@ func (s *Set) Name(i int) string { return s.reps[i].name }
 
 // Index returns the index of the replica with the given name.
 func (s *Set) Index(name string) (int, bool) {
-	for i := range s.reps {
-		if s.reps[i].name == name {
+	for i, r := range s.reps {
+		if r.name == name {
 			return i, true
 		}
 	}
@@ -253,20 +304,21 @@ func (s *Set) Index(name string) (int, bool) {
 }
 
 // offset returns now as nanoseconds since the Set's epoch, fixing the epoch
-// on first use (the only allocation outside Snapshot, once per Set).
+// on first use (the only allocation outside Snapshot and Next, once per
+// lineage).
 func (s *Set) offset(now time.Time) int64 {
-	e := s.epoch.Load()
+	e := s.lin.epoch.Load()
 	if e == nil {
 		t := now
-		s.epoch.CompareAndSwap(nil, &t)
-		e = s.epoch.Load()
+		s.lin.epoch.CompareAndSwap(nil, &t)
+		e = s.lin.epoch.Load()
 	}
 	return int64(now.Sub(*e))
 }
 
 // timeAt converts an offset back to a time.
 func (s *Set) timeAt(off int64) time.Time {
-	return s.epoch.Load().Add(time.Duration(off))
+	return s.lin.epoch.Load().Add(time.Duration(off))
 }
 
 // next returns 64 random bits. Without a seed they come from the runtime's
@@ -275,10 +327,10 @@ func (s *Set) timeAt(off int64) time.Time {
 // that a seed fixes the sequence of a single goroutine; picks on several
 // cores then contend for the counter's cache line, which tests do not mind.
 func (s *Set) next() uint64 {
-	if !s.seeded {
+	if !s.lin.seeded {
 		return randv2.Uint64()
 	}
-	z := s.rng.Add(0x9e3779b97f4a7c15)
+	z := s.lin.rng.Add(0x9e3779b97f4a7c15)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)

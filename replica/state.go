@@ -48,8 +48,7 @@ type State struct {
 func (s *Set) Snapshot(now time.Time) []State {
 	off := s.offset(now)
 	out := make([]State, len(s.reps))
-	for i := range s.reps {
-		r := &s.reps[i]
+	for i, r := range s.reps {
 		r.mu.Lock()
 		w := r.word.Load()
 		until := r.openUntil.Load()
@@ -87,8 +86,8 @@ func (s *Set) Snapshot(now time.Time) []State {
 func (s *Set) Available(now time.Time) int {
 	off := s.offset(now)
 	n := 0
-	for i := range s.reps {
-		if ok, _ := s.reps[i].admits(off); ok {
+	for _, r := range s.reps {
+		if ok, _ := r.admits(off); ok {
 			n++
 		}
 	}

@@ -10,7 +10,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
@@ -25,8 +28,9 @@ request to a primary replica chosen by latency and, when the answer is late,
 a hedge to a different replica, keeping the first acceptable answer. With
 -tied, each read is a tied request instead (the backends must run
 tied.Server). Metrics and health checks are on a separate admin address.
-SIGINT or SIGTERM drains requests in flight and exits 0. The modes, the
-probation and tied rules, and the metrics: docs/gateway.md.
+Flags may come from a -config file; SIGHUP re-reads it and applies what
+can change live. SIGINT or SIGTERM drains requests in flight and exits 0.
+The modes, the probation and tied rules, and the metrics: docs/gateway.md.
 
   tailgate serve -backends http://127.0.0.1:8081,http://127.0.0.1:8082 \
     -listen 127.0.0.1:8080 -admin 127.0.0.1:9090 \
@@ -65,16 +69,29 @@ type serveFlags struct {
 	tied           bool
 	tiedDelay      time.Duration
 	trustedHop     bool
+	configFile     string
+	drainDelay     time.Duration
+	enableReload   bool
 
 	fs *flag.FlagSet // to tell the flags given from defaults
+	// kept are the flags a reload set back to their running values (they
+	// need a restart) that were not given at start: not counted as given.
+	kept map[string]bool
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", serveSynopsis, stderr)
-	var f serveFlags
-	f.register(fs)
-	if code := parseFlags(fs, args, stdout); code >= 0 {
+	// From here on SIGHUP reloads the configuration (see serveReloading)
+	// rather than ending the process, as it would by default; one that
+	// comes before the serve loop runs waits in the channel.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	f, code, err := loadServeFlags(args, stdout, stderr)
+	if code >= 0 {
 		return code
+	}
+	if err != nil {
+		return usageError(stderr, "serve", err)
 	}
 	cfg, logger, err := f.config(stderr)
 	if err != nil {
@@ -85,8 +102,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(stderr, "serve", err)
 	}
 	defer g.Close()
-	warnSameServer(ctx, logger, cfg.Backends)
-	if err := serve(ctx, g, f, logger); err != nil {
+	warnSameServer(ctx, logger, cfg.Backends, nil)
+	r := &reloader{args: args, g: g, log: logger}
+	r.running.Store(f)
+	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
 		logger.Error("serve failed", "err", err)
@@ -131,6 +150,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tied, "tied", false, "tied requests instead of hedging: each read also goes, -tied-delay later, to a second replica, the copies naming each other's backend (Tailgate-Tie, Tailgate-Tie-Peer); the backends must run tied.Server with the other backends in its Peers, or every read runs twice; needs two backends or more")
 	fs.BoolVar(&f.trustedHop, "trusted-hop", false, "the clients are a trusted proxy (another Tailgate gateway, a load balancer): keep their Tailgate-Hedge and Tailgate-Shadow marks and X-Forwarded-* headers, appending to X-Forwarded-For; false removes every Tailgate-* and client-address header (Forwarded, X-Forwarded-*, X-Real-Ip, True-Client-Ip) from client requests and sets X-Forwarded-For, -Host and -Proto afresh")
 	fs.DurationVar(&f.tiedDelay, "tied-delay", tied.DefaultDelay, "tied: how long the first copy waits alone before the second is sent (0 or negative: both at once)")
+	fs.StringVar(&f.configFile, "config", "", `YAML (or JSON) file of flag settings, each key a flag's name ("backends: [http://127.0.0.1:8081, http://127.0.0.1:8082]", "hedge-delay: 25ms"); flags on the command line win. SIGHUP re-reads it and applies what can change live; -listen, -admin, -tied, -backend-protocol, the log and connection settings need a restart`)
+	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGINT/SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes, for load balancers to stop sending: their health-check interval × unhealthy threshold (0: close at once)")
+	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -148,7 +170,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	}
 	given := map[string]bool{}
 	if f.fs != nil {
-		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = !f.kept[fl.Name] })
 	}
 	fraction, burst := f.fraction, f.burst
 	if f.tied {
@@ -213,6 +235,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-max-response-header-bytes %d must be within [%d, %d]", f.maxRespHeader, gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit)
 	case f.drain < 0:
 		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
+	case f.drainDelay < 0:
+		return cfg, nil, fmt.Errorf("-drain-delay %v must not be negative", f.drainDelay)
 	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
 	case f.maxConns < 1:
@@ -279,8 +303,18 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format %q: want text or json", format)
 }
 
-// serve runs the client and admin listeners until ctx ends, then drains.
+// serve runs the client and admin listeners with f, without reloads, until
+// ctx ends, then drains.
 func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.Logger) error {
+	r := &reloader{g: g, log: logger}
+	r.running.Store(&f)
+	return serveReloading(ctx, g, r, nil)
+}
+
+// serveReloading runs the client and admin listeners until ctx ends,
+// reloading the configuration on each SIGHUP (hup), then drains.
+func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-chan os.Signal) error {
+	f, logger := r.current(), r.log
 	inner, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err // "listen tcp <addr>: ...": it names the address itself
@@ -307,27 +341,56 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 			<-errs
 			return err
 		}
-		admin := &http.Server{Handler: adminHandler(g, processRegistry(connCollector{ln})), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
+		admin := &http.Server{Handler: adminHandler(g, processRegistry(connCollector{ln}), r), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
 			DisableGeneralOptionsHandler: true, // OPTIONS * goes to the mux: no 200 on its own
 			ErrorLog:                     slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 		servers = append(servers, admin)
 		go func() { errs <- admin.Serve(aln) }()
 		logger.Info("admin listening", "addr", aln.Addr().String())
 	}
-	select {
-	case err := <-errs:
-		for _, s := range servers {
-			s.Close()
+	for running := true; running; {
+		select {
+		case err := <-errs:
+			for _, s := range servers {
+				s.Close()
+			}
+			return err
+		case <-hup:
+			// Here, one at a time; reload logs what it did or why not.
+			r.reload("SIGHUP")
+		case <-ctx.Done():
+			running = false
 		}
-		return err
-	case <-ctx.Done():
+	}
+	return drain(g, r.current(), servers, errs, logger)
+}
+
+// drain ends serving as load balancers expect: /readyz turns 503 at once,
+// while requests are still served for -drain-delay, so that balancers see
+// it and stop sending before the listener closes (Kubernetes removes a
+// pod from its endpoints while it runs, not before; a preStop sleep or
+// this delay covers the gap); every answer from then on closes its
+// connection ("Connection: close", as Envoy's drain does), so that
+// clients reconnect elsewhere. Then the servers shut down, waiting up to
+// -drain-timeout for the requests in flight.
+//
+// The delay defaults to 0, as nginx, HAProxy and Traefik default their
+// equivalents: a process that is not behind a balancer (a test, a
+// developer's terminal) should not wait, and one that is knows its
+// balancer's health-check interval.
+func drain(g *gateway.Gateway, f *serveFlags, servers []*http.Server, errs <-chan error, logger *slog.Logger) error {
+	g.StartDrain()
+	servers[0].SetKeepAlivesEnabled(false)
+	if f.drainDelay > 0 {
+		logger.Info("draining: /readyz answers 503; the listener closes after the drain delay", "delay", f.drainDelay)
+		time.Sleep(f.drainDelay)
 	}
 	logger.Info("draining", "timeout", f.drain)
-	drain, cancel := context.WithTimeout(context.Background(), f.drain)
+	ctx, cancel := context.WithTimeout(context.Background(), f.drain)
 	defer cancel()
 	var drainErr error
 	for _, s := range servers {
-		if err := s.Shutdown(drain); err != nil {
+		if err := s.Shutdown(ctx); err != nil {
 			drainErr = err
 			s.Close()
 		}

@@ -31,10 +31,12 @@ func processRegistry(extra ...prometheus.Collector) *prometheus.Registry {
 }
 
 // adminHandler is the gateway's admin handler with /metrics serving the
-// gateway's series and proc's together, in one exposition.
-func adminHandler(g *gateway.Gateway, proc prometheus.Gatherer) http.Handler {
+// gateway's series and proc's together, in one exposition, and /-/reload
+// reloading the configuration through r (see reloadHandler; nil: off).
+func adminHandler(g *gateway.Gateway, proc prometheus.Gatherer, r *reloader) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", g.Admin())
+	mux.Handle("/-/reload", reloadHandler(r))
 	// A name in both registries fails the scrape with an error (promhttp's
 	// default), so a clash cannot pass unnoticed.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{g.Registry(), proc}, promhttp.HandlerOpts{}))

@@ -16,7 +16,7 @@ func TestAdminHandlerKeepsGatewayEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	h := adminHandler(g, processRegistry())
+	h := adminHandler(g, processRegistry(), nil)
 	for _, tc := range []struct {
 		method, path string
 		code         int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,11 +20,15 @@ const sameServerTimeout = 2 * time.Second
 // warnSameServer logs a warning for each pair of backends that are one
 // server under two names (see gateway.SameServer). New cannot refuse them,
 // since it does not resolve names, and a name may resolve differently
-// later; the operator is told at start, once.
-func warnSameServer(ctx context.Context, logger *slog.Logger, backends []string) {
+// later; the operator is told at start, once, and on a reload that adds
+// backends, of the pairs with one of those added (nil: every pair).
+func warnSameServer(ctx context.Context, logger *slog.Logger, backends, added []string) {
 	ctx, cancel := context.WithTimeout(ctx, sameServerTimeout)
 	defer cancel()
 	for _, p := range gateway.SameServer(ctx, nil, backends) {
+		if added != nil && !slices.Contains(added, p.A) && !slices.Contains(added, p.B) {
+			continue
+		}
 		logger.Warn("two backends are one server: hedges between them cannot help", "backend", p.A, "sameAs", p.B, "addr", p.Addr)
 	}
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tailgate-dev/tailgate/gateway"
+)
+
+// This file: reloading serve's configuration without a restart, on SIGHUP
+// or POST /-/reload: the file is read again, the command line applied over
+// it again, and what may change on a running gateway is applied
+// (gateway.Reload); what may not is reported and left as it runs.
+
+// liveFlags are the flags whose change a reload applies. A flag not named
+// here needs a restart: a reload that changes it logs so and keeps its
+// running value. That is the safe default for a flag added later; add its
+// name here once what it sets can change on a running gateway (in
+// gateway.Reload, or read from reloader.current when used).
+var liveFlags = map[string]bool{
+	"backends": true,
+	// The hedging policy and its budget (hedge.Hedger.Update,
+	// hedge.Budget.SetRates), the overload gate.
+	"hedge-delay": true, "hedge-fraction": true, "hedge-burst": true, "attempts-per-request": true,
+	"gate": true, "gate-window": true, "gate-min-win-rate": true, "gate-slowdown": true,
+	"tied-delay": true,
+	// Limits, per request.
+	"max-requests": true, "max-attempts": true, "timeout": true, "max-response-bytes": true, "trusted-hop": true,
+	// Probation (replica.Set.Next).
+	"probation": true, "probation-factor": true, "probation-min-excess": true, "probation-window": true,
+	"probation-max-share": true, "shadow-rate": true,
+	// Read by serve when used.
+	"drain-timeout": true, "drain-delay": true, "enable-reload-endpoint": true,
+	// Not live, deliberately: the log's settings (-log-format, -log-level,
+	// -access-log, -access-log-sample). The loggers are built once, at
+	// start, and share one writer; the gateway keeps those New was given
+	// (gateway.Reload does not use cfg's Logger, AccessLog or
+	// AccessLogSample). Nor the listeners, -tied, -backend-protocol,
+	// -max-response-header-bytes and the connection limits.
+}
+
+// errBadConfig marks a reload refused for its configuration (the file, a
+// value, a check), as against a failure of the gateway's.
+var errBadConfig = errors.New("configuration refused")
+
+// reloader holds serve's configuration in force and replaces it.
+type reloader struct {
+	args []string // the command line, applied over the file each time
+	g    *gateway.Gateway
+	log  *slog.Logger
+
+	mu      sync.Mutex // serialises reloads
+	running atomic.Pointer[serveFlags]
+}
+
+// current returns the flags in force. They are not to be changed: a reload
+// replaces them whole.
+func (r *reloader) current() *serveFlags { return r.running.Load() }
+
+// loadServeFlags parses args into serve's flags, with those the -config
+// file sets and args do not. A code >= 0 is the exit code after -h or a
+// wrong command line, which parseFlags has reported on stdout or stderr;
+// an error is the file's.
+func loadServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, int, error) {
+	fs := newFlags("serve", serveSynopsis, stderr)
+	f := &serveFlags{}
+	f.register(fs)
+	if code := parseFlags(fs, args, stdout); code >= 0 {
+		return nil, code, nil
+	}
+	if f.configFile != "" {
+		if err := applyConfigFile(fs, f.configFile); err != nil {
+			return nil, -1, err
+		}
+	}
+	return f, -1, nil
+}
+
+// given reports whether flag name was set, by the command line or the
+// file, and not by a reload keeping its running default (see kept).
+func (f *serveFlags) given(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set && !f.kept[name]
+}
+
+// reload reads the configuration again and applies it, logging what it
+// did; trigger says what asked (SIGHUP, the admin endpoint). A
+// configuration that fails to load or validate is logged and refused (the
+// error wraps errBadConfig), and the running one kept.
+func (r *reloader) reload(trigger string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.apply(trigger)
+	if err != nil {
+		r.log.Error("reload failed; the running configuration is kept", "trigger", trigger, "err", err)
+	}
+	return err
+}
+
+func (r *reloader) apply(trigger string) error {
+	old := r.current()
+	next, code, err := loadServeFlags(r.args, io.Discard, io.Discard)
+	if code >= 0 {
+		err = errors.New("the command line is refused") // unreachable: it was accepted at start
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadConfig, err)
+	}
+	var changed []string
+	old.fs.VisitAll(func(fl *flag.Flag) {
+		nf := next.fs.Lookup(fl.Name)
+		if nf == nil || nf.Value.String() == fl.Value.String() {
+			return
+		}
+		if liveFlags[fl.Name] {
+			changed = append(changed, fl.Name)
+			return
+		}
+		r.log.Warn("this setting needs a restart to change; its running value is kept", "trigger", trigger,
+			"flag", fl.Name, "running", fl.Value.String(), "new", nf.Value.String())
+		// Back to the running value, as the command line would set it:
+		// every flag's String is what its Set takes. Set counts it as
+		// given, which a default was not (-access-log-sample is refused
+		// when given with -access-log off): kept says so.
+		if err := next.fs.Set(fl.Name, fl.Value.String()); err != nil {
+			r.log.Warn("could not keep the running value", "flag", fl.Name, "err", err)
+		}
+		if !old.given(fl.Name) {
+			if next.kept == nil {
+				next.kept = map[string]bool{}
+			}
+			next.kept[fl.Name] = true
+		}
+	})
+	cfg, _, err := next.config(io.Discard) // the gateway keeps the logger it has
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadConfig, err)
+	}
+	res, err := r.g.Reload(cfg)
+	if errors.Is(err, gateway.ErrInvalid) {
+		return fmt.Errorf("%w: %w", errBadConfig, err)
+	}
+	if err != nil {
+		return err
+	}
+	r.running.Store(next)
+	if len(changed) == 0 {
+		r.log.Info("configuration reloaded: nothing changed", "trigger", trigger, "file", next.configFile)
+		return nil
+	}
+	attrs := []any{"trigger", trigger, "file", next.configFile, "changed", strings.Join(changed, ",")}
+	if len(res.Added) > 0 {
+		attrs = append(attrs, "added", strings.Join(res.Added, ","))
+	}
+	if len(res.Removed) > 0 {
+		attrs = append(attrs, "removed", strings.Join(res.Removed, ","))
+	}
+	r.log.Info("configuration reloaded", attrs...)
+	if len(res.Added) > 0 {
+		// As at start, for the pairs an added backend makes.
+		warnSameServer(context.Background(), r.log, cfg.Backends, res.Added)
+	}
+	return nil
+}
+
+// reloadHandler serves POST /-/reload, as Prometheus does: off unless
+// -enable-reload-endpoint (403 then, saying so), 405 for other methods,
+// 200 once reloaded, 400 with the reason for a configuration refused,
+// 500 for another failure.
+func reloadHandler(r *reloader) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "method not allowed: POST to reload", http.StatusMethodNotAllowed)
+			return
+		}
+		if r == nil || !r.current().enableReload {
+			http.Error(w, "the reload endpoint is off: turn it on with -enable-reload-endpoint (or send SIGHUP)", http.StatusForbidden)
+			return
+		}
+		if err := r.reload("POST /-/reload"); err != nil {
+			code := http.StatusInternalServerError
+			if errors.Is(err, errBadConfig) {
+				code = http.StatusBadRequest
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "reloaded\n")
+	})
+}
