@@ -100,6 +100,21 @@ func sample(admin string, pid int) (snapshot, error) {
 	return s, nil
 }
 
+// procRSS reads the resident set size of process pid from /proc.
+func procRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+}
+
 // detail describes s's parts in MB.
 func (s snapshot) detail() string {
 	d := fmt.Sprintf("heap in use %.1f, heap free but kept %.1f, stacks %.1f, runtime metadata %.1f",
