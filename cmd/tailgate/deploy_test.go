@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -389,9 +390,10 @@ func TestDockerfile(t *testing.T) {
 	if len(d.entrypoint) < 2 || d.entrypoint[0] != "/tailgate" || d.entrypoint[1] != "serve" {
 		t.Fatalf("ENTRYPOINT %q: want /tailgate serve ...", d.entrypoint)
 	}
-	f, code, err := loadServeFlags(d.entrypoint[2:], io.Discard, io.Discard)
+	var stderr bytes.Buffer
+	f, code, err := loadServeFlags(d.entrypoint[2:], io.Discard, &stderr)
 	if code >= 0 || err != nil {
-		t.Fatalf("ENTRYPOINT flags %q refused by serve: exit %d, %v", d.entrypoint[2:], code, err)
+		t.Fatalf("ENTRYPOINT flags %q refused by serve: exit %d, %v %s", d.entrypoint[2:], code, err, stderr.String())
 	}
 	for _, addr := range []string{f.listen, f.admin} {
 		host, port, err := net.SplitHostPort(addr)
@@ -484,9 +486,10 @@ func TestDeploymentRunsServe(t *testing.T) {
 	}
 	args[i+1] = file
 	argv := append(slices.Clone(df.entrypoint[2:]), args...)
-	f, code, err := loadServeFlags(argv, io.Discard, io.Discard)
+	var stderr bytes.Buffer
+	f, code, err := loadServeFlags(argv, io.Discard, &stderr)
 	if code >= 0 || err != nil {
-		t.Fatalf("serve %q (the ConfigMap as -config) refused: exit %d, %v", argv, code, err)
+		t.Fatalf("serve %q (the ConfigMap as -config) refused: exit %d, %v %s", argv, code, err, stderr.String())
 	}
 	if _, _, err := f.config(io.Discard); err != nil {
 		t.Fatalf("serve %q: invalid configuration: %v", argv, err)
@@ -579,9 +582,14 @@ func TestDeploymentRunsServe(t *testing.T) {
 		t.Errorf("pod securityContext: want runAsNonRoot true and runAsUser %s (the image's USER)", uid)
 	}
 	csc := c.SecurityContext
-	if csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation ||
-		!slices.Equal(csc.Capabilities.Drop, []string{"ALL"}) {
-		t.Errorf("container securityContext %+v: want a read-only root, no privilege escalation, capabilities drop [ALL]", csc)
+	if csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem {
+		t.Error("container securityContext: want readOnlyRootFilesystem true (the gateway writes nothing)")
+	}
+	if csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation {
+		t.Error("container securityContext: want allowPrivilegeEscalation false")
+	}
+	if !slices.Equal(csc.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("container securityContext: capabilities drop %q, want [ALL]", csc.Capabilities.Drop)
 	}
 	if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" || c.Resources.Limits["memory"] == "" {
 		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
