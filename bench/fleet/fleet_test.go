@@ -82,12 +82,13 @@ func TestScrapeRefusesNonGateway(t *testing.T) {
 // The fleet's bound is the sum of the instances' bounds: N·b + f·(total
 // reads) when they share f and b. The report passes a fleet within it,
 // and fails one instance over its own bound even when the fleet's total
-// is within, and a fleet that hedged less than -min-hedges.
+// is within, and, with -must-bind, a fleet where an instance's budget
+// never refused a hedge.
 func TestReportJudgesBounds(t *testing.T) {
 	insts := []instance{
-		{admin: "a", reads: 1000, primaries: 1000, hedges: 110, fraction: 0.1, burst: 10},
-		{admin: "b", reads: 500, primaries: 500, hedges: 20, fraction: 0.1, burst: 10},
-		{admin: "c", reads: 0, fraction: 0.1, burst: 10},
+		{admin: "a", reads: 1000, primaries: 1000, hedges: 110, fraction: 0.1, burst: 10, suppressedBudget: 40},
+		{admin: "b", reads: 500, primaries: 500, hedges: 20, fraction: 0.1, burst: 10, suppressedBudget: 1},
+		{admin: "c", reads: 0, fraction: 0.1, burst: 10, suppressedBudget: 2},
 	}
 	total := fleet(insts)
 	if b := total.bound(); b != 3*10+0.1*1500 {
@@ -95,7 +96,7 @@ func TestReportJudgesBounds(t *testing.T) {
 	}
 	res := result{sent: 1500, codes: map[int]int{200: 1500}}
 	var out bytes.Buffer
-	if !report(&out, config{name: "ok", minHedges: 1}, res, insts) {
+	if !report(&out, config{name: "ok", mustBind: true}, res, insts) {
 		t.Errorf("a fleet within its bound failed:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "0.1 × 1500 + 3 × 10 = 180.0") {
@@ -112,9 +113,14 @@ func TestReportJudgesBounds(t *testing.T) {
 		t.Errorf("the instance over its bound is not marked:\n%s", out.String())
 	}
 
+	unbound := append([]instance(nil), insts...)
+	unbound[1].suppressedBudget = 0
 	out.Reset()
-	if report(&out, config{name: "idle", minHedges: 200}, res, insts) {
-		t.Errorf("130 hedges passed -min-hedges 200:\n%s", out.String())
+	if report(&out, config{name: "unbound", mustBind: true}, res, unbound) {
+		t.Errorf("an instance whose budget refused nothing passed -must-bind:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "b's budget refused no hedge") {
+		t.Errorf("the instance that never reached its bound is not named:\n%s", out.String())
 	}
 
 	out.Reset()
