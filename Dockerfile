@@ -18,7 +18,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# The build CI checks (cmd/tailgate's TestDockerfile runs this very line).
+# The build CI checks: cmd/tailgate's TestDockerfile wants this very line,
+# and lists its packages with CGO_ENABLED=0 (no runtime/cgo: static).
 RUN CGO_ENABLED=0 go build -o /out/tailgate ./cmd/tailgate
 
 FROM gcr.io/distroless/static:nonroot
