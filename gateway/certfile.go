@@ -34,6 +34,7 @@ type CertFiles struct {
 	mu      sync.Mutex // serialises reads of the files
 	sum     [32]byte   // of the files' contents in force
 	refusal string     // the last refusal logged, so that a refusal is logged once
+	pending string     // the last refusal a poll found, logged if the next finds it too
 }
 
 // LoadCertFiles reads the certificate (a PEM chain, leaf first) and key
@@ -44,7 +45,7 @@ func LoadCertFiles(certFile, keyFile string, log *slog.Logger) (*CertFiles, erro
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &CertFiles{certFile: certFile, keyFile: keyFile, log: log}
-	if _, err := c.load(false); err != nil {
+	if _, err := c.load(loadStart); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -63,14 +64,16 @@ func (c *CertFiles) Certificate() *tls.Certificate { return c.cur.Load() }
 // differs from the one in force. It reports whether it did; a pair that
 // does not load is logged (once for the same files' contents) and
 // returned, and the certificate in force kept.
-func (c *CertFiles) Reload() (changed bool, err error) { return c.load(true) }
+func (c *CertFiles) Reload() (changed bool, err error) { return c.load(loadReload) }
 
 // Watch reads the files every interval until ctx is done, as Reload does:
 // certificate managers (cert-manager, a Kubernetes secret volume, certbot)
 // write new files and signal no one. Reading two small files a few times
 // a minute costs nothing that matters; comparing their contents, rather
 // than their modification times, also catches a copy that kept the old
-// times.
+// times. A pair that does not load is logged when the next poll finds the
+// same: a rotation that has written the certificate and not yet the key
+// is not an error.
 func (c *CertFiles) Watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -79,24 +82,33 @@ func (c *CertFiles) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.Reload() // logs what it did
+			c.load(loadPoll) // logs what it did
 		}
 	}
 }
 
-// load reads the files and puts their pair in force if it is new;
-// running says whether a certificate is in force already (so an error is
-// logged, and the old one kept).
-func (c *CertFiles) load(running bool) (bool, error) {
+// Why the files are read: by LoadCertFiles, Reload or Watch.
+type loadMode int
+
+const (
+	loadStart loadMode = iota
+	loadReload
+	loadPoll
+)
+
+// load reads the files and puts their pair in force if it is new (at
+// start, whatever it is).
+func (c *CertFiles) load(mode loadMode) (bool, error) {
+	running := mode != loadStart
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	certPEM, err := os.ReadFile(c.certFile)
 	if err != nil {
-		return false, c.refused(running, "", fmt.Errorf("gateway: TLS certificate: %w", err))
+		return false, c.refused(mode, "", fmt.Errorf("gateway: TLS certificate: %w", err))
 	}
 	keyPEM, err := os.ReadFile(c.keyFile)
 	if err != nil {
-		return false, c.refused(running, "", fmt.Errorf("gateway: TLS key: %w", err))
+		return false, c.refused(mode, "", fmt.Errorf("gateway: TLS key: %w", err))
 	}
 	sum := sha256.Sum256(append(append(bytes.Clone(certPEM), 0), keyPEM...))
 	if running && sum == c.sum {
@@ -104,12 +116,12 @@ func (c *CertFiles) load(running bool) (bool, error) {
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return false, c.refused(running, string(sum[:]), fmt.Errorf("gateway: TLS certificate %s and key %s: %w", c.certFile, c.keyFile, err))
+		return false, c.refused(mode, string(sum[:]), fmt.Errorf("gateway: TLS certificate %s and key %s: %w", c.certFile, c.keyFile, err))
 	}
 	leaf := pair.Leaf
 	now := time.Now()
 	c.cur.Store(&pair)
-	c.sum, c.refusal = sum, ""
+	c.sum, c.refusal, c.pending = sum, "", ""
 	msg := "TLS certificate loaded"
 	if running {
 		msg = "TLS certificate reloaded: new connections get it"
@@ -128,10 +140,15 @@ func (c *CertFiles) load(running bool) (bool, error) {
 // refused handles a pair that did not load: at start it is the caller's
 // error; later it is logged and the certificate in force kept. A refusal
 // is logged once: for the same contents (sum), or the same error when a
-// file could not be read, until a pair loads.
-func (c *CertFiles) refused(running bool, sum string, err error) error {
+// file could not be read, until a pair loads; found by a poll, once the
+// next poll finds it too.
+func (c *CertFiles) refused(mode loadMode, sum string, err error) error {
 	key := sum + "\x00" + err.Error()
-	if running && key != c.refusal {
+	switch {
+	case mode == loadStart, key == c.refusal:
+	case mode == loadPoll && key != c.pending:
+		c.pending = key
+	default:
 		c.refusal = key
 		c.log.Error("TLS certificate not reloaded; the one in force is kept", "err", err)
 	}

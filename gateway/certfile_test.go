@@ -174,3 +174,32 @@ func TestLoopbackServerOverTLS(t *testing.T) {
 		t.Error("reload without a key file succeeded")
 	}
 }
+
+// A poll that finds a pair that does not load logs it only when the next
+// poll finds the same: a rotation half written (the certificate, not yet
+// the key) is no error.
+func TestCertFilesPollLogsLastingRefusals(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	dir := t.TempDir()
+	cert, _ := ca.Issue(t, testpki.Leaf{}).WriteFiles(t, dir, "tls")
+	logs := &syncBuffer{}
+	c, err := LoadCertFiles(cert, filepath.Join(dir, "tls.key"), slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := ca.Issue(t, testpki.Leaf{})
+	testpki.WriteFile(t, cert, next.CertPEM)
+	const refusal = "TLS certificate not reloaded"
+	for i, want := range []int{0, 1, 1} {
+		if _, err := c.load(loadPoll); err == nil {
+			t.Fatalf("poll %d: a mismatched pair loaded", i)
+		}
+		if n := logs.count(refusal); n != want {
+			t.Errorf("after poll %d: %d refusals logged, want %d", i, n, want)
+		}
+	}
+	testpki.WriteFile(t, filepath.Join(dir, "tls.key"), next.KeyPEM)
+	if changed, err := c.load(loadPoll); !changed || err != nil {
+		t.Errorf("the whole new pair: %v %v", changed, err)
+	}
+}
