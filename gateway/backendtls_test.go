@@ -72,8 +72,11 @@ func TestLoopbackTLSBackendAnswers(t *testing.T) {
 		tune    func(*tls.Config)
 		backend *tls.Config
 		sni     string
+		proto   string
 	}{
 		{name: "ca", backend: &tls.Config{RootCAs: ca.Pool()}},
+		// h2c is about plaintext backends: https:// ones still negotiate.
+		{name: "h2c", backend: &tls.Config{RootCAs: ca.Pool()}, proto: ProtocolH2C},
 		{name: "mtls", tune: func(c *tls.Config) { c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, ca.Pool() },
 			backend: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{client.TLS}}},
 		{name: "servername", leaf: testpki.Leaf{DNSNames: []string{"replica.internal"}},
@@ -81,7 +84,7 @@ func TestLoopbackTLSBackendAnswers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newTLSBackend(t, "r", ca.Issue(t, c.leaf).TLS, c.tune, answerNameProto)
-			g, front := newGateway(t, Config{Policy: oneAttempt(), BackendTLS: c.backend}, b.backend)
+			g, front := newGateway(t, Config{Policy: oneAttempt(), BackendTLS: c.backend, BackendProtocol: c.proto}, b.backend)
 			resp, body := get(t, front.URL+"/x")
 			if resp.StatusCode != 200 || body != "r HTTP/2.0" {
 				t.Fatalf("%d %q, want 200 from r over HTTP/2", resp.StatusCode, body)
