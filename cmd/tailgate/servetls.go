@@ -157,7 +157,7 @@ func (r *reloader) serveClients(ctx context.Context, srv *http.Server, ln net.Li
 	// ServeTLS adds HTTP/2 to the protocols offered by ALPN.
 	srv.TLSConfig = &tls.Config{GetCertificate: r.certs.GetCertificate}
 	go func() { errs <- srv.ServeTLS(ln, "", "") }()
-	done := make(chan struct{})
-	go func() { r.certs.Watch(ctx, tlsPoll); close(done) }()
+	done, poll := make(chan struct{}), tlsPoll
+	go func() { r.certs.Watch(ctx, poll); close(done) }()
 	return func() { <-done }
 }

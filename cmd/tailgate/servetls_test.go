@@ -92,7 +92,9 @@ func protoBackend(t *testing.T) string {
 // old one. A pair that does not load is logged, once, and the running
 // certificate kept.
 func TestServeTLSRotatesOnChange(t *testing.T) {
-	defer func(p time.Duration) { tlsPoll = p }(tlsPoll)
+	// Restored after serve has stopped (cleanups run last in, first out).
+	prev := tlsPoll
+	t.Cleanup(func() { tlsPoll = prev })
 	tlsPoll = 10 * time.Millisecond
 	ca := testpki.NewCA(t, "ca")
 	dir := t.TempDir()
@@ -131,7 +133,9 @@ func TestServeTLSRotatesOnChange(t *testing.T) {
 // SIGHUP reads the certificate files again, with or without a change of
 // the configuration, and without waiting for the poll.
 func TestServeTLSRotatesOnSIGHUP(t *testing.T) {
-	defer func(p time.Duration) { tlsPoll = p }(tlsPoll)
+	// Restored after serve has stopped (cleanups run last in, first out).
+	prev := tlsPoll
+	t.Cleanup(func() { tlsPoll = prev })
 	tlsPoll = time.Hour
 	ca := testpki.NewCA(t, "ca")
 	dir := t.TempDir()

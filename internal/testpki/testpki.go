@@ -148,10 +148,17 @@ func (p *Pair) WriteFiles(t testing.TB, dir, name string) (cert, key string) {
 	return cert, key
 }
 
-// WriteFile writes data to path (mode 0600), failing t on error.
+// WriteFile writes data to path (mode 0600), failing t on error. It
+// writes another file and renames it over path, as careful rotations do
+// (a Kubernetes secret volume swaps a symbolic link), so that a reader
+// never sees the file half written.
 func WriteFile(t testing.TB, path string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
