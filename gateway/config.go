@@ -51,11 +51,11 @@ const (
 
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
-	// Backends are the base URLs of the equivalent replicas: http://, a
-	// host and a port within 1 to 65535, no path or query; at least one,
-	// no duplicates (however spelled; see SameServer for one server under
-	// two names). A hedge always goes to a different replica than the
-	// attempts before it while one is left.
+	// Backends are the base URLs of the equivalent replicas: http:// or
+	// https:// (see BackendTLS), a host and a port within 1 to 65535, no
+	// path or query; at least one, no duplicates (however spelled; see
+	// SameServer for one server under two names). A hedge always goes to
+	// a different replica than the attempts before it while one is left.
 	Backends []string
 
 	// Policy is the hedging policy. The zero Policy hedges after an
@@ -137,10 +137,9 @@ type Config struct {
 	// refuses the gateway's certificate, or the lack of one, does so
 	// after the handshake under TLS 1.3: when its alert comes before the
 	// first request, net/http reports only a dead connection, counted as
-	// "transport"). http:// and
-	// https:// backends may be mixed (replicas move to TLS one at a
-	// time); New and Reload log a warning when they are. Not applied to a
-	// Base of the caller's.
+	// "transport"). http:// and https:// backends may be mixed (replicas
+	// move to TLS one at a time); New and Reload log a warning when they
+	// are. Not applied to a Base of the caller's.
 	BackendTLS *tls.Config
 
 	// Base sends each backend attempt; it must return at once when an
