@@ -28,6 +28,8 @@ request to a primary replica chosen by latency and, when the answer is late,
 a hedge to a different replica, keeping the first acceptable answer. With
 -tied, each read is a tied request instead (the backends must run
 tied.Server). Metrics and health checks are on a separate admin address.
+Backends may be https:// (HTTP/2 by ALPN; -backend-ca, -backend-cert);
+with -tls-cert and -tls-key clients connect over TLS, HTTP/2 included.
 Flags may come from a -config file; SIGHUP re-reads it and applies what
 can change live. SIGINT or SIGTERM drains requests in flight and exits 0.
 The modes, the probation and tied rules, and the metrics: docs/gateway.md.
