@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,11 +51,11 @@ const (
 
 // Config configures a Gateway. Only Backends is required.
 type Config struct {
-	// Backends are the base URLs of the equivalent replicas: http://, a
-	// host and a port within 1 to 65535, no path or query; at least one,
-	// no duplicates (however spelled; see SameServer for one server under
-	// two names). A hedge always goes to a different replica than the
-	// attempts before it while one is left.
+	// Backends are the base URLs of the equivalent replicas: http:// or
+	// https:// (see BackendTLS), a host and a port within 1 to 65535, no
+	// path or query; at least one, no duplicates (however spelled; see
+	// SameServer for one server under two names). A hedge always goes to
+	// a different replica than the attempts before it while one is left.
 	Backends []string
 
 	// Policy is the hedging policy. The zero Policy hedges after an
@@ -115,8 +116,31 @@ type Config struct {
 	// applied to a Base of the caller's.
 	MaxResponseHeaderBytes int64
 
-	// BackendProtocol is ProtocolHTTP1 (default) or ProtocolH2C.
+	// BackendProtocol is the protocol to http:// backends: ProtocolHTTP1
+	// (default) or ProtocolH2C. https:// backends negotiate HTTP/2 or
+	// HTTP/1.1 by ALPN either way (see BackendTLS).
 	BackendProtocol string
+
+	// BackendTLS configures TLS to https:// backends: RootCAs verify
+	// their certificates (nil: the system's roots); Certificates or
+	// GetClientCertificate give the client certificate of mutual TLS;
+	// ServerName is the name verified, and sent as SNI, for every backend
+	// (empty: each backend's host; an IP address is verified against the
+	// certificate's IP addresses). NextProtos nil offers HTTP/2, then
+	// HTTP/1.1, by ALPN: over HTTP/2 a cancelled loser resets one stream
+	// and the connection goes on serving; ["http/1.1"] keeps to
+	// HTTP/1.1. Nil means a zero tls.Config. The gateway uses a copy.
+	// Reload puts a different one in force for the connections dialled
+	// from then on, while those open keep theirs. A backend whose
+	// certificate is refused fails the attempt, counted in
+	// tailgate_attempt_failures_total as reason "tls" (a backend that
+	// refuses the gateway's certificate, or the lack of one, does so
+	// after the handshake under TLS 1.3: when its alert comes before the
+	// first request, net/http reports only a dead connection, counted as
+	// "transport"). http:// and https:// backends may be mixed (replicas
+	// move to TLS one at a time); New and Reload log a warning when they
+	// are. Not applied to a Base of the caller's.
+	BackendTLS *tls.Config
 
 	// Base sends each backend attempt; it must return at once when an
 	// attempt's context is cancelled, as net/http does (the primary runs on
@@ -294,8 +318,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// newBase builds the backend transport for c.
-func newBase(c Config) *http.Transport {
+// newBase builds the backend transport for c, dialling TLS with the
+// configuration that tlsDial holds (see backendTLS).
+func newBase(c Config, tlsDial *backendTLS) *http.Transport {
 	t := hedge.NewBaseTransport()
 	t.Proxy = nil               // replicas are addressed directly
 	t.DisableCompression = true // forward Accept-Encoding and bodies untouched
@@ -310,11 +335,21 @@ func newBase(c Config) *http.Transport {
 	// and forward them all: a few misbehaving answers at once cost
 	// hundreds of megabytes.
 	t.MaxResponseHeaderBytes = c.MaxResponseHeaderBytes
-	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.DialContext = tlsDial.dial
+	t.DialTLSContext = tlsDial.dialTLS
+	// Over TLS, HTTP/2 when ALPN agrees on it (the transport would not try
+	// it with a TLS dialer of its own without being told), else HTTP/1.1;
+	// in clear, HTTP/1.1 or, with ProtocolH2C, HTTP/2 by prior knowledge.
+	var p http.Protocols
+	p.SetHTTP2(true)
 	if c.BackendProtocol == ProtocolH2C {
-		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
-		t.Protocols = &p
+	} else {
+		p.SetHTTP1(true)
 	}
+	t.Protocols = &p
 	return t
 }
+
+// dialBackend dials a backend's TCP connection.
+var dialBackend = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext

@@ -18,7 +18,12 @@
 //     and -Proto say what the gateway saw.
 //   - Server returns the http.Server to serve it with: time limits per
 //     connection phase, a header size limit, and OPTIONS * left to the
-//     gateway (405).
+//     gateway (405). Over TLS it serves HTTP/2 too; CertFiles gives it a
+//     certificate read from files that rotates without a restart.
+//   - Backends may be https:// (Config.BackendTLS: roots, client
+//     certificate, server name), over HTTP/2 when ALPN agrees, so that a
+//     cancelled loser resets one stream and keeps its connection; Reload
+//     swaps the TLS configuration for new connections.
 //   - Duplicate work is bounded: the hedge budget, the overload gate, a
 //     non-blocking limit on requests in flight (beyond it: 503 with
 //     Retry-After) and on backend attempts in flight (a hedge without a

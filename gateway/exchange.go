@@ -164,7 +164,11 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	x.g.attempts.release()
 	x.attemptDone(a, resp, verdict)
 	if verdict != nil {
-		x.g.metrics.attemptFailed(failureReason(resp, verdict))
+		reason := failureReason(resp, verdict)
+		x.g.metrics.attemptFailed(reason)
+		if reason == failTLS {
+			x.g.logTLS(x.v.cfg.Backends[a.Target], verdict)
+		}
 	}
 }
 
@@ -172,13 +176,14 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 const (
 	failStatus    = "status"    // refused for its status: a 5xx (or a stray 1xx from a Base of the caller's)
 	failTransport = "transport" // no response: refused, reset, cut short, malformed
+	failTLS       = "tls"       // TLS failed: the backend's certificate refused, or ours (see tlsFailure)
 	failUpgrade   = "upgrade"   // a 101 to a read that asked for no upgrade
 	failHeaders   = "headers"   // header block over MaxResponseHeaderBytes
 	failBody      = "body"      // body over MaxResponseBytes
 	failTimeout   = "timeout"   // the request's time ran out while it was out
 )
 
-var failureReasons = []string{failStatus, failTransport, failUpgrade, failHeaders, failBody, failTimeout}
+var failureReasons = []string{failStatus, failTransport, failTLS, failUpgrade, failHeaders, failBody, failTimeout}
 
 // failureReason names why an attempt with a non-nil verdict got no
 // acceptable answer, or "" when it is not a failure of its replica's
@@ -198,6 +203,11 @@ func failureReason(resp *http.Response, verdict error) string {
 		return failBody
 	case headersTooLarge(verdict):
 		return failHeaders
+	case tlsFailure(verdict):
+		// Apart from transport failures: a certificate refused is a
+		// matter of configuration or of a rotation gone wrong, not of the
+		// network, and stays until someone acts.
+		return failTLS
 	}
 	return failTransport
 }

@@ -31,6 +31,7 @@ type Gateway struct {
 	hedger    *hedge.Hedger
 	budget    *hedge.Budget // the hedger's, for life (Reload changes its rates)
 	base      http.RoundTripper
+	tls       *backendTLS // the TLS that base dials with; nil with a Base of the caller's
 	requests  limiter
 	attempts  limiter
 	metrics   *metrics
@@ -109,8 +110,10 @@ func New(cfg Config) (*Gateway, error) {
 	g.metrics.registerBudget(g.budget)
 	g.base = cfg.Base
 	if g.base == nil {
-		g.base = newBase(cfg)
+		g.tls = newBackendTLS(dialBackend, cfg.BackendTLS)
+		g.base = newBase(cfg, g.tls)
 	}
+	warnMixed(g.log, cfg.Backends, nil)
 	set, err := replica.New(cfg.Backends, g.replicaConfig(cfg.Replica))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -12,6 +12,7 @@ const (
 	logTooLarge         // "response too large"
 	logFailed           // "all attempts failed"
 	logNoReplica        // "no replica available"
+	logTLS              // "backend TLS failed"
 	nLimitedLogs
 )
 

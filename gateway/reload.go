@@ -132,6 +132,9 @@ type ReloadResult struct {
 //     TrustedHop, Replica and DisableProbation, TiedDelay: from the next
 //     request. A lower limit refuses new requests until enough of those in
 //     flight have ended.
+//   - BackendTLS: a different one (another pointer) is used for the
+//     backend connections dialled from then on; those open keep theirs
+//     (see Config.BackendTLS).
 //
 // Tied, BackendProtocol and MaxResponseHeaderBytes shape what New built
 // (the backend transport, the series): a cfg that changes them is refused.
@@ -200,8 +203,12 @@ func (g *Gateway) Reload(cfg Config) (ReloadResult, error) {
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
 	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
 	g.shadows.slots.max.Store(int64(cfg.MaxInFlightShadows))
+	if g.tls != nil {
+		g.tls.set(cfg.BackendTLS) // for the connections dialled from now on
+	}
 	g.view.Store(v)
 	g.metrics.budgetChanged(g.budget)
+	warnMixed(g.log, cfg.Backends, old.cfg.Backends)
 	for _, b := range cfg.Backends {
 		if !slices.Contains(old.cfg.Backends, b) {
 			res.Added = append(res.Added, b)

@@ -35,6 +35,14 @@ type ServerConfig struct {
 //     method but GET and HEAD, rather than to net/http's built-in handler,
 //     which answers 200 with an empty Allow on the gateway's behalf.
 //   - net/http's own errors go to Config.Logger at warn level.
+//
+// For clients over TLS, set its TLSConfig (GetCertificate from a CertFiles
+// lets the certificate rotate without a restart) and call ServeTLS with
+// empty file names: clients get HTTP/2 by ALPN, or HTTP/1.1. The settings
+// above hold over HTTP/2 too: the time limits per stream (the TLS
+// handshake within the shortest of them), the idle limit per connection,
+// MaxHeaderBytes as the header list size advertised and enforced; the
+// replicas get X-Forwarded-Proto https.
 func (g *Gateway) Server(c ServerConfig) *http.Server {
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes

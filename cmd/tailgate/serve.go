@@ -28,6 +28,8 @@ request to a primary replica chosen by latency and, when the answer is late,
 a hedge to a different replica, keeping the first acceptable answer. With
 -tied, each read is a tied request instead (the backends must run
 tied.Server). Metrics and health checks are on a separate admin address.
+Backends may be https:// (HTTP/2 by ALPN; -backend-ca, -backend-cert);
+with -tls-cert and -tls-key clients connect over TLS, HTTP/2 included.
 Flags may come from a -config file; SIGHUP re-reads it and applies what
 can change live. SIGINT or SIGTERM drains requests in flight and exits 0.
 The modes, the probation and tied rules, and the metrics: docs/gateway.md.
@@ -72,6 +74,7 @@ type serveFlags struct {
 	configFile     string
 	drainDelay     time.Duration
 	enableReload   bool
+	tlsFlags       // -tls-*, -backend-ca and the like (servetls.go)
 
 	fs *flag.FlagSet // to tell the flags given from defaults
 	// kept are the flags a reload set back to their running values (they
@@ -103,8 +106,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer g.Close()
 	warnSameServer(ctx, logger, cfg.Backends, nil)
+	f.warnBackendTLSUnused(logger, cfg.Backends)
 	r := &reloader{args: args, g: g, log: logger}
 	r.running.Store(f)
+	if err := r.loadCerts(f); err != nil {
+		return usageError(stderr, "serve", err)
+	}
 	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
@@ -133,7 +140,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.gateWindow, "gate-window", hedge.DefaultGateWindow, "overload gate: how far back hedge outcomes count; it reopens within one window of the overload ending")
 	fs.Float64Var(&f.gateWinRate, "gate-min-win-rate", hedge.DefaultGateMinWinRate, "overload gate: shut when fewer hedges than this share win (the alternates are as slow), in (0, 0.5]")
 	fs.Float64Var(&f.gateSlowdown, "gate-slowdown", hedge.DefaultGateSlowdown, "overload gate: shut when the median latency reaches this many times its baseline and hedges do not clearly win (>= 1)")
-	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to the replicas: "http1" or "h2c"`)
+	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to http:// replicas: "http1" or "h2c" (https:// replicas negotiate HTTP/2 or HTTP/1.1 by ALPN)`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request line and header block accepted from clients; larger: 431")
 	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "client connections open at once (about 22 KiB each when idle); beyond it a new connection closes the longest-idle keep-alive one, or is refused (reset) when none is idle")
@@ -153,6 +160,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configFile, "config", "", `YAML (or JSON) file of flag settings, each key a flag's name ("backends: [http://127.0.0.1:8081, http://127.0.0.1:8082]", "hedge-delay: 25ms"); flags on the command line win. SIGHUP re-reads it and applies what can change live; -listen, -admin, -tied, -backend-protocol, the log and connection settings need a restart`)
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGINT/SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes, for load balancers to stop sending: their health-check interval × unhealthy threshold (0: close at once)")
 	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
+	f.registerTLS(fs)
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -164,6 +172,14 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	for _, b := range strings.Split(f.backends, ",") {
 		cfg.Backends = append(cfg.Backends, strings.TrimSpace(b))
 	}
+	if err := f.checkTLS(); err != nil {
+		return cfg, nil, err
+	}
+	backendTLS, err := f.backendTLS()
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.BackendTLS = backendTLS
 	fixed, q, err := hedge.ParseDelay(f.delay)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("-hedge-delay: %w", err)
@@ -315,6 +331,9 @@ func serve(ctx context.Context, g *gateway.Gateway, f serveFlags, logger *slog.L
 // reloading the configuration on each SIGHUP (hup), then drains.
 func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-chan os.Signal) error {
 	f, logger := r.current(), r.log
+	if err := r.loadCerts(f); err != nil {
+		return err
+	}
 	inner, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return err // "listen tcp <addr>: ...": it names the address itself
@@ -323,16 +342,17 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	trimmed := make(chan struct{})
 	go func() { trimAfterWaves(trimCtx, ln, logger, trimPoll, trimMinDrop); close(trimmed) }()
-	defer func() { stopTrim(); <-trimmed }()
+	watched := func() {}
+	defer func() { stopTrim(); <-trimmed; watched() }()
 	srv := g.Server(gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes})
 	srv.ConnState = ln.ConnState // tells the limit which connections are idle
 	servers := []*http.Server{srv}
 	errs := make(chan error, 2)
-	go func() { errs <- srv.Serve(ln) }()
+	watched = r.serveClients(trimCtx, srv, ln, errs)
 	if f.tied {
-		logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
 	} else {
-		logger.Info("gateway listening", "addr", ln.Addr().String(), "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
 	}
 	if f.admin != "" {
 		aln, err := net.Listen("tcp", f.admin)

@@ -39,12 +39,18 @@ var liveFlags = map[string]bool{
 	"probation-max-share": true, "shadow-rate": true,
 	// Read by serve when used.
 	"drain-timeout": true, "drain-delay": true, "enable-reload-endpoint": true,
+	// Backend TLS: its files are read again on every reload, whether their
+	// names change or not, and a new tls.Config goes to gateway.Reload,
+	// for new connections.
+	"backend-ca": true, "backend-cert": true, "backend-key": true, "backend-server-name": true,
 	// Not live, deliberately: the log's settings (-log-format, -log-level,
 	// -access-log, -access-log-sample). The loggers are built once, at
 	// start, and share one writer; the gateway keeps those New was given
 	// (gateway.Reload does not use cfg's Logger, AccessLog or
 	// AccessLogSample). Nor the listeners, -tied, -backend-protocol,
-	// -max-response-header-bytes and the connection limits.
+	// -max-response-header-bytes and the connection limits; nor the names
+	// of -tls-cert and -tls-key (whose files are read again on each
+	// reload, as they change: see reloader.reload).
 }
 
 // errBadConfig marks a reload refused for its configuration (the file, a
@@ -59,6 +65,10 @@ type reloader struct {
 
 	mu      sync.Mutex // serialises reloads
 	running atomic.Pointer[serveFlags]
+
+	// certs is the client listener's certificate, with -tls-cert; set
+	// before serving starts (loadCerts), for the process's life.
+	certs *gateway.CertFiles
 }
 
 // current returns the flags in force. They are not to be changed: a reload
@@ -99,6 +109,12 @@ func (f *serveFlags) given(name string) bool {
 func (r *reloader) reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.certs != nil {
+		// Whatever becomes of the configuration: a reload is also how an
+		// operator says "the certificate has changed". CertFiles logs
+		// what it did, and keeps the running one if the new does not load.
+		r.certs.Reload()
+	}
 	err := r.apply(trigger)
 	if err != nil {
 		r.log.Error("reload failed; the running configuration is kept", "trigger", trigger, "err", err)

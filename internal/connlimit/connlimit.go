@@ -98,8 +98,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // ConnState records the states an http.Server reports for the connections
 // it took from l: set it as the server's ConnState (or call it from
-// there). Connections from elsewhere are ignored.
+// there). Connections from elsewhere are ignored. A connection the server
+// got through a TLS listener over l (a *tls.Conn) counts as the one it
+// wraps.
 func (l *Listener) ConnState(nc net.Conn, s http.ConnState) {
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn()
+	}
 	c, ok := nc.(*conn)
 	if !ok || c.l != l {
 		return

@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/internal/testpki"
 	"go.uber.org/goleak"
 )
 
@@ -305,4 +307,49 @@ func TestNewPanicsOnZero(t *testing.T) {
 		}
 	}()
 	New(nil, 0)
+}
+
+// Behind a TLS listener (the server sees *tls.Conn), connections count as
+// the ones they wrap, over HTTP/1.1 and HTTP/2 alike: idle between
+// requests, and reclaimed for a newcomer at the limit.
+func TestConnStateThroughTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	for _, proto := range []string{"http/1.1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			inner, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := New(inner, 1)
+			srv := &http.Server{Handler: hello, ConnState: ln.ConnState, ReadHeaderTimeout: 5 * time.Second,
+				TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, testpki.Leaf{}).TLS}}}
+			done := make(chan struct{})
+			go func() { srv.ServeTLS(ln, "", ""); close(done) }()
+			t.Cleanup(func() { srv.Close(); <-done })
+			newClient := func() *http.Client {
+				tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), NextProtos: []string{proto}}, ForceAttemptHTTP2: proto == "h2"}
+				t.Cleanup(tr.CloseIdleConnections)
+				return &http.Client{Transport: tr, Timeout: 5 * time.Second}
+			}
+			first := newClient()
+			resp, err := first.Get("https://" + inner.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if want := map[string]int{"http/1.1": 1, "h2": 2}[proto]; resp.ProtoMajor != want {
+				t.Fatalf("%s, want HTTP/%d", resp.Proto, want)
+			}
+			waitFor(t, "idle", func() bool { return ln.Stats().Idle == 1 })
+			resp, err = newClient().Get("https://" + inner.Addr().String())
+			if err != nil {
+				t.Fatalf("newcomer at the limit: %v", err)
+			}
+			resp.Body.Close()
+			if s := ln.Stats(); s.Reclaimed != 1 || s.Refused != 0 {
+				t.Errorf("stats %+v; want the idle TLS connection reclaimed", s)
+			}
+		})
+	}
 }
