@@ -38,7 +38,8 @@ type Resolver interface {
 // /etc/resolv.conf (servers, search list, ndots, timeouts), /etc/hosts
 // and the platform's choice of resolver apply.
 type NetResolver struct {
-	r *net.Resolver
+	r      *net.Resolver
+	server string // -dns-server, or ""
 }
 
 // NewNetResolver returns a NetResolver. With server ("host:port") every
@@ -64,7 +65,7 @@ func NewNetResolver(server string) *NetResolver {
 	if server != "" {
 		r.PreferGo = true // the cgo resolver would ignore Dial, and the server
 	}
-	return &NetResolver{r: r}
+	return &NetResolver{r: r, server: server}
 }
 
 // Resolve looks s up: its A and AAAA records (Host), or its SRV records
@@ -86,7 +87,7 @@ func (n *NetResolver) Resolve(ctx context.Context, s Spec) (Answer, error) {
 	case SRV:
 		_, srvs, err := n.r.LookupSRV(ctx, "", "", s.Name)
 		if len(srvs) == 0 {
-			return Answer{}, lookupErr(s.Name, err)
+			return Answer{}, n.lookupErr(s.Name, err)
 		}
 		// Go returns the records it could parse with an error about the
 		// others: the ones we have are still the server's answer.
@@ -124,7 +125,7 @@ func (n *NetResolver) Resolve(ctx context.Context, s Spec) (Answer, error) {
 func (n *NetResolver) lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 	found, err := n.r.LookupNetIP(ctx, "ip", name)
 	if err != nil {
-		return nil, lookupErr(name, err)
+		return nil, n.lookupErr(name, err)
 	}
 	addrs := found[:0]
 	for _, a := range found {
@@ -139,9 +140,17 @@ func (n *NetResolver) lookup(ctx context.Context, name string) ([]netip.Addr, er
 }
 
 // lookupErr is err, or ErrEmpty when it says that name has no records.
-func lookupErr(name string, err error) error {
+func (n *NetResolver) lookupErr(name string, err error) error {
 	if err == nil || isNotFound(err) {
 		return fmt.Errorf("%w: %s", ErrEmpty, name)
+	}
+	var de *net.DNSError
+	if n.server != "" && errors.As(err, &de) {
+		// Go names the server of /etc/resolv.conf it meant to ask, not
+		// the one Dial asked instead.
+		c := *de
+		c.Server = n.server
+		return &c
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,8 +107,8 @@ func TestResolveEmptyAndFailed(t *testing.T) {
 	}
 	s.SetA("fail.test", 5, "127.0.0.1")
 	s.Fail("fail.test", dns.RcodeServerFailure)
-	if a, err := resolve(t, r, "dns+http://fail.test:1"); err == nil || errors.Is(err, ErrEmpty) {
-		t.Errorf("SERVFAIL: %+v, %v; want a failure, not empty", a, err)
+	if a, err := resolve(t, r, "dns+http://fail.test:1"); err == nil || errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), " on "+s.Addr) {
+		t.Errorf("SERVFAIL: %+v, %v; want a failure, not empty, naming the server asked, %s", a, err, s.Addr)
 	}
 	s.SetSRV("_http._tcp.fail.test", 5, dnstest.SRV{Target: "fail.test", Port: 1})
 	s.Fail("_http._tcp.fail.test", dns.RcodeServerFailure)

@@ -171,7 +171,7 @@ func (w *Watcher) Set(ctx context.Context, raw []string, apply func([]string) er
 		w.record(e, results[i])
 		entries[s.Raw] = e
 		if len(e.backends) == 0 {
-			problems = append(problems, e.problem)
+			problems = append(problems, s.Raw+": "+e.problem)
 		}
 	}
 	merged := merge(specs, entries)
@@ -334,9 +334,14 @@ func (w *Watcher) record(e *entry, r result) {
 		e.since = r.at
 	}
 	e.kind = kind
-	msg := "discovery: name did not resolve; its last good replicas are kept"
+	msg := "discovery: name did not resolve"
 	if kind == "empty" {
-		msg = "discovery: name has no records; its last good replicas are kept, never none"
+		msg = "discovery: name has no records"
+	}
+	if len(e.backends) > 0 {
+		msg += "; its last good replicas are kept" // never none
+	} else {
+		msg += "; it gives no replica until it does"
 	}
 	log.Warn(msg, "name", e.spec.Raw, "err", r.err, "kept", len(e.backends), "retry", interval)
 }
