@@ -3,9 +3,12 @@ module github.com/tailgate-dev/tailgate
 go 1.26.0
 
 require (
+	github.com/miekg/dns v1.1.73
 	go.uber.org/goleak v1.3.0
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require golang.org/x/net v0.59.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

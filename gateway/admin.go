@@ -15,9 +15,11 @@ import (
 // address of its own, away from client traffic:
 //
 //	/healthz         200 while the process serves (liveness only)
-//	/readyz          200 when at least one replica would take a request, else 503; 503 for good once StartDrain is called
+//	/readyz          200 when at least one replica would take a request, else 503; 503 for good once StartDrain is called;
+//	                 a line per discovered name that is stale (see SetDiscovery)
 //	/metrics         Prometheus text format
-//	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, and the hedger's state
+//	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, the hedger's state,
+//	                 and the discovered names
 func (g *Gateway) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -38,9 +40,11 @@ func (g *Gateway) Admin() http.Handler {
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("no replica available\n"))
+			writeStale(w, g.discovered())
 			return
 		}
 		w.Write([]byte("ready\n"))
+		writeStale(w, g.discovered())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /debug/replicas", func(w http.ResponseWriter, _ *http.Request) {
@@ -71,6 +75,8 @@ type DebugState struct {
 	Probation ProbationState  `json:"probation"`
 	// Tied is tied mode's settings and counts; absent in hedge mode.
 	Tied *TiedState `json:"tied,omitempty"`
+	// Discovery is the discovered names' state; absent when none is.
+	Discovery []DiscoveryStatus `json:"discovery,omitempty"`
 }
 
 // TiedState is tied mode's settings and what it has counted.
@@ -183,6 +189,7 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max.Load(),
 		},
 		Probation: g.probationState(v.set),
+		Discovery: g.discovered(),
 	}
 	if g.tied {
 		d.Mode = ModeTied

@@ -39,7 +39,9 @@
 //     request ends under the configuration it began with; replicas kept
 //     keep their state, new ones start cold, removed ones drain. What New
 //     built for good (tied mode, the backend protocol and transport) is
-//     refused.
+//     refused. SetBackends is a Reload of the backends alone, for
+//     discovery (tailgate serve resolves DNS names and calls it), which
+//     reports each name's state through SetDiscovery.
 //   - Admin returns the handler for a separate listener: /healthz, /readyz
 //     (503 once StartDrain is called), /metrics (Prometheus) and
 //     /debug/replicas. Registry is the metrics registry, the one way to

@@ -43,6 +43,9 @@ type Gateway struct {
 	// draining is set by StartDrain: /readyz answers 503 from then on.
 	draining atomic.Bool
 
+	// discovery reports the discovered names' state (SetDiscovery).
+	discovery atomic.Pointer[func() []DiscoveryStatus]
+
 	// serverWrite is the smallest WriteTimeout of the servers Server has
 	// built (0: none), for requests that a reload has given more time.
 	serverWrite atomic.Int64

@@ -149,15 +149,33 @@ type ReloadResult struct {
 // logged at once.
 //
 // Reload fails with an error wrapping ErrInvalid, and changes nothing,
-// when cfg is invalid. Calls are serialised.
+// when cfg is invalid. Calls are serialised, with SetBackends's.
 func (g *Gateway) Reload(cfg Config) (ReloadResult, error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	return g.reload(cfg)
+}
+
+// SetBackends replaces the backends with backends, as Reload does with the
+// configuration in force and these Backends: whatever else that
+// configuration holds (the last Reload's or New's) stays. Discovery calls
+// it when a DNS name's records change (see tailgate serve's -backends).
+// It fails as Reload does, changing nothing.
+func (g *Gateway) SetBackends(backends []string) (ReloadResult, error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	cfg := g.view.Load().cfg
+	cfg.Backends = slices.Clone(backends)
+	return g.reload(cfg)
+}
+
+// reload is Reload, with reloadMu held.
+func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	var res ReloadResult
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return res, err
 	}
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
 	old := g.view.Load()
 	if err := fixedSince(old.cfg, cfg); err != nil {
 		return res, err

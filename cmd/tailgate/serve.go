@@ -19,6 +19,7 @@ import (
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/connlimit"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -75,6 +76,8 @@ type serveFlags struct {
 	drainDelay     time.Duration
 	enableReload   bool
 	tlsFlags       // -tls-*, -backend-ca and the like (servetls.go)
+	dnsRefresh     time.Duration
+	dnsServer      string
 
 	fs *flag.FlagSet // to tell the flags given from defaults
 	// kept are the flags a reload set back to their running values (they
@@ -100,14 +103,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(stderr, "serve", err)
 	}
-	g, err := gateway.New(cfg)
+	w := newWatcher(f, logger)
+	g, cfg, err := newGateway(ctx, w, cfg)
+	if errors.Is(err, discovery.ErrNoBackends) {
+		logger.Error("serve failed", "err", err) // DNS's answer, not the command line's
+		return exitError
+	}
 	if err != nil {
 		return usageError(stderr, "serve", err)
 	}
 	defer g.Close()
 	warnSameServer(ctx, logger, cfg.Backends, nil)
 	f.warnBackendTLSUnused(logger, cfg.Backends)
-	r := &reloader{args: args, g: g, log: logger}
+	r := &reloader{args: args, g: g, log: logger, disc: w}
 	r.running.Store(f)
 	if err := r.loadCerts(f); err != nil {
 		return usageError(stderr, "serve", err)
@@ -124,7 +132,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // register defines the serve flags on fs, to be parsed into f.
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
-	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)")
+	fs.StringVar(&f.backends, "backends", "", "comma-separated base URLs of the replicas (required; at least one, no duplicates)"+dnsFlagsHelp)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address for client traffic")
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9090", `address for /healthz, /readyz, /metrics and /debug/replicas ("" disables)`)
 	fs.StringVar(&f.delay, "hedge-delay", "auto", `hedge delay: a duration ("25ms"), "auto" (adaptive p95) or a percentile ("p99")`)
@@ -161,6 +169,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGINT/SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes, for load balancers to stop sending: their health-check interval × unhealthy threshold (0: close at once)")
 	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
 	f.registerTLS(fs)
+	f.registerDNS(fs)
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -171,6 +180,9 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	}
 	for _, b := range strings.Split(f.backends, ",") {
 		cfg.Backends = append(cfg.Backends, strings.TrimSpace(b))
+	}
+	if err := f.checkDNS(cfg.Backends); err != nil {
+		return cfg, nil, err
 	}
 	if err := f.checkTLS(); err != nil {
 		return cfg, nil, err
@@ -367,6 +379,12 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 		servers = append(servers, admin)
 		go func() { errs <- admin.Serve(aln) }()
 		logger.Info("admin listening", "addr", aln.Addr().String())
+	}
+	if r.disc != nil {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { r.runDiscovery(dctx); close(done) }()
+		defer func() { stop(); <-done }()
 	}
 	for running := true; running; {
 		select {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 )
 
 // This file: reloading serve's configuration without a restart, on SIGHUP
@@ -62,6 +63,9 @@ type reloader struct {
 	args []string // the command line, applied over the file each time
 	g    *gateway.Gateway
 	log  *slog.Logger
+	// disc resolves the DNS entries of -backends (servediscovery.go);
+	// nil: the backends are taken as they are.
+	disc *discovery.Watcher
 
 	mu      sync.Mutex // serialises reloads
 	running atomic.Pointer[serveFlags]
@@ -161,7 +165,7 @@ func (r *reloader) apply(trigger string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errBadConfig, err)
 	}
-	res, err := r.g.Reload(cfg)
+	res, err := r.reloadBackends(cfg)
 	if errors.Is(err, gateway.ErrInvalid) {
 		return fmt.Errorf("%w: %w", errBadConfig, err)
 	}
@@ -169,7 +173,7 @@ func (r *reloader) apply(trigger string) error {
 		return err
 	}
 	r.running.Store(next)
-	if len(changed) == 0 {
+	if len(changed) == 0 && len(res.Added)+len(res.Removed) == 0 {
 		r.log.Info("configuration reloaded: nothing changed", "trigger", trigger, "file", next.configFile)
 		return nil
 	}

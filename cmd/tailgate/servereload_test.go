@@ -96,10 +96,13 @@ func startServed(t *testing.T, content string, args ...string) *served {
 	}
 	logger := slog.New(slog.NewTextHandler(s.logs, nil))
 	cfg.Logger = logger
-	if s.g, err = gateway.New(cfg); err != nil {
+	// As runServe builds it: DNS entries of -backends resolved by a
+	// watcher, which every reload goes through.
+	w := newWatcher(f, logger)
+	if s.g, _, err = newGateway(context.Background(), w, cfg); err != nil {
 		t.Fatal(err)
 	}
-	s.r = &reloader{args: args, g: s.g, log: logger}
+	s.r = &reloader{args: args, g: s.g, log: logger, disc: w}
 	s.r.running.Store(f)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
