@@ -72,6 +72,8 @@ type serveFlags struct {
 	configFile     string
 	drainDelay     time.Duration
 	enableReload   bool
+	traceEndpoint  string
+	traceSample    float64
 
 	fs *flag.FlagSet // to tell the flags given from defaults
 	// kept are the flags a reload set back to their running values (they
@@ -96,6 +98,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg, logger, err := f.config(stderr)
 	if err != nil {
 		return usageError(stderr, "serve", err)
+	}
+	// Built here, once, not in config, which each reload calls again.
+	tp, err := f.tracerProvider(logger)
+	if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp
+		defer shutdownTracing(tp, logger) // after g.Close: its shadows' spans end there
 	}
 	g, err := gateway.New(cfg)
 	if err != nil {
@@ -153,6 +164,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configFile, "config", "", `YAML (or JSON) file of flag settings, each key a flag's name ("backends: [http://127.0.0.1:8081, http://127.0.0.1:8082]", "hedge-delay: 25ms"); flags on the command line win. SIGHUP re-reads it and applies what can change live; -listen, -admin, -tied, -backend-protocol, the log and connection settings need a restart`)
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGINT/SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes, for load balancers to stop sending: their health-check interval × unhealthy threshold (0: close at once)")
 	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
+	fs.StringVar(&f.traceEndpoint, "trace-otlp-endpoint", "", `OpenTelemetry tracing: the collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318 (spans go to its /v1/traces): a span per read and per attempt (primary, hedge, tied copy, shadow), each replica sent its attempt's traceparent; "" (the default) traces nothing`)
+	fs.Float64Var(&f.traceSample, "trace-sample", 1, "tracing: the share of reads traced, chosen by trace id, in [0, 1], for reads whose client sent no sampled traceparent (a client's sampling decision is kept)")
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -282,6 +295,9 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	}
 	cfg.Logger = logger
 	if cfg.AccessLog, cfg.AccessLogSample, err = f.accessLogger(w, given["access-log-sample"]); err != nil {
+		return cfg, nil, err
+	}
+	if err := f.checkTrace(given["trace-sample"]); err != nil {
 		return cfg, nil, err
 	}
 	return cfg, logger, nil
