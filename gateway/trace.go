@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
@@ -128,11 +129,11 @@ func spanName(method string, role int) string {
 func (t *tracing) startRead(r *http.Request, start time.Time) *readTrace {
 	ctx := r.Context()
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx = t.prop.Extract(ctx, headerCarrier(r.Header))
 	}
 	rt := &readTrace{t: t}
 	rt.ctx, rt.span = t.tracer.Start(ctx, spanName(r.Method, -1),
-		trace.WithSpanKind(trace.SpanKindServer),
+		serverKind,
 		trace.WithTimestamp(start),
 		trace.WithAttributes(
 			methodAttr(r.Method),
@@ -144,29 +145,31 @@ func (t *tracing) startRead(r *http.Request, start time.Time) *readTrace {
 // end ends the read's span at end with what serve did.
 func (rt *readTrace) end(s served, end time.Time) {
 	span := rt.span
-	if span.IsRecording() {
-		attempts, hedgeWon := 0, false
-		if x := s.x; x != nil {
-			if x.started {
-				attempts = 1 + int(x.hedges)
-			}
-			if w := int(x.tally.winner); x.tally.decided && w >= 0 {
-				span.SetAttributes(attrWinner.String(replicaLabel(x.v.cfg.Backends[x.tally.replica[w]])))
-				hedgeWon = w > 0
-			}
+	if !span.IsRecording() {
+		span.End() // without a timestamp, which would allocate: nothing records it
+		return
+	}
+	attempts, hedgeWon := 0, false
+	if x := s.x; x != nil {
+		if x.started {
+			attempts = 1 + int(x.hedges)
 		}
-		span.SetAttributes(attrAttempts.Int(attempts), attrHedgeWon.Bool(hedgeWon))
-		if s.code != 0 {
-			span.SetAttributes(semconv.HTTPResponseStatusCode(s.code))
+		if w := int(x.tally.winner); x.tally.decided && w >= 0 {
+			span.SetAttributes(attrWinner.String(replicaLabel(x.v.cfg.Backends[x.tally.replica[w]])))
+			hedgeWon = w > 0
 		}
-		if s.reason != "" {
-			span.SetAttributes(attrReason.String(s.reason))
-		}
-		// A server span is in error for a 5xx only: a 4xx is the
-		// client's (semantic conventions), and a client gone is nobody's.
-		if s.code >= 500 {
-			span.SetStatus(codes.Error, s.reason)
-		}
+	}
+	span.SetAttributes(attrAttempts.Int(attempts), attrHedgeWon.Bool(hedgeWon))
+	if s.code != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(s.code))
+	}
+	if s.reason != "" {
+		span.SetAttributes(attrReason.String(s.reason))
+	}
+	// A server span is in error for a 5xx only: a 4xx is the client's
+	// (semantic conventions), and a client gone is nobody's.
+	if s.code >= 500 {
+		span.SetStatus(codes.Error, s.reason)
 	}
 	span.End(trace.WithTimestamp(end))
 }
@@ -177,15 +180,71 @@ func (rt *readTrace) end(s served, end time.Time) {
 func (t *tracing) inject(ctx context.Context, h http.Header) {
 	delete(h, "Traceparent")
 	delete(h, "Tracestate")
-	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+	t.prop.Inject(ctx, headerCarrier(h))
+}
+
+// The span kinds, as start options made once: each call of
+// trace.WithSpanKind allocates one.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// headerCarrier is propagation.HeaderCarrier for the trace context's two
+// headers, whose canonical forms it knows: HeaderCarrier canonicalises
+// every key it is given, an allocation each for these two (net/textproto
+// has neither in its table of common headers). A tracestate split over
+// several header lines is one list, as W3C trace context has it.
+type headerCarrier http.Header
+
+func canonicalKey(k string) string {
+	switch k {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+func (h headerCarrier) Get(k string) string {
+	v := h[canonicalKey(k)]
+	switch len(v) {
+	case 0:
+		return ""
+	case 1:
+		return v[0]
+	}
+	return strings.Join(v, ",")
+}
+
+func (h headerCarrier) Set(k, v string) { h[canonicalKey(k)] = []string{v} }
+
+func (h headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // startAttempt starts the span of attempt a, of role, to replica, and
 // writes its trace context into out, the attempt's request. Called from
 // Rewrite, under the engine's lock.
+//
+// A read that is not recorded (its sampler said no) makes no span for
+// its attempts: they would not be recorded either (a child follows its
+// parent's decision, under the SDK's ParentBased sampler, its default),
+// and each would cost a dozen allocations (BenchmarkServeHTTPTraced). Its
+// replicas get the read's own context, which says "not sampled", so that
+// they do not record their part of the trace either.
 func (rt *readTrace) startAttempt(a hedge.Attempt, role int, replica string, tied bool, out *http.Request) {
+	if !rt.span.IsRecording() {
+		rt.t.inject(rt.ctx, out.Header)
+		return
+	}
 	ctx, span := rt.t.tracer.Start(rt.ctx, spanName(out.Method, role),
-		trace.WithSpanKind(trace.SpanKindClient),
+		clientKind,
 		trace.WithAttributes(
 			methodAttr(out.Method),
 			attrReplica.String(replica),
@@ -204,11 +263,11 @@ func (rt *readTrace) startAttempt(a hedge.Attempt, role int, replica string, tie
 // failed) and when it ended: its span ends then, whenever its outcome is
 // settled.
 func (rt *readTrace) attemptDone(a hedge.Attempt, resp *http.Response, verdict error) {
-	rt.ended[a.Index] = time.Now()
 	span := rt.attempts[a.Index]
-	if span == nil || !span.IsRecording() {
-		return
+	if span == nil {
+		return // not recorded
 	}
+	rt.ended[a.Index] = time.Now()
 	if resp != nil {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	}
@@ -249,10 +308,15 @@ func (rt *readTrace) suppressed(a hedge.Attempt, reason hedge.SuppressReason) {
 }
 
 // startShadow starts the span of a shadow of the read to replica, and
-// writes its trace context into h, the shadow's header.
+// writes its trace context into h, the shadow's header. A read not
+// recorded makes none, as for its attempts (see startAttempt).
 func (rt *readTrace) startShadow(method, replica string, h http.Header) trace.Span {
+	if !rt.span.IsRecording() {
+		rt.t.inject(rt.ctx, h)
+		return nil
+	}
 	ctx, span := rt.t.tracer.Start(rt.ctx, spanName(method, roleShadow),
-		trace.WithSpanKind(trace.SpanKindClient),
+		clientKind,
 		trace.WithAttributes(
 			methodAttr(method),
 			attrReplica.String(replica),

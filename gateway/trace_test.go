@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -21,12 +22,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// tracedConfig returns cfg with a TracerProvider that records every span,
-// as it ends, in the returned exporter.
+// tracedConfig returns cfg with a TracerProvider that records, as they
+// end, in the returned exporter, the spans of every read but those whose
+// client's traceparent says not sampled (the SDK's default sampler).
 func tracedConfig(t *testing.T, cfg Config) (Config, *tracetest.InMemoryExporter) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	cfg.TracerProvider = tp
 	return cfg, exp
@@ -199,6 +201,33 @@ func TestTraceClientTraceparentIsParent(t *testing.T) {
 		}
 		if ts, ok := got["Tracestate"]; ok {
 			t.Errorf("replica got tracestate %q, which belonged to no valid traceparent", ts)
+		}
+	})
+}
+
+// A read its client did not sample is not recorded, nor its attempts, a
+// hedge included; each replica still gets a traceparent in the client's
+// trace, saying not sampled, whose parent is the gateway's read (not the
+// client's span: the gateway is a hop of the trace).
+func TestTraceUnsampledRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := new(memnet.Transport)
+		a := newMemBackend(net, "a", straggleUnlessHedge)
+		b := newMemBackend(net, "b", straggleUnlessHedge)
+		cfg, exp := tracedConfig(t, Config{Policy: fixedPolicy(20 * time.Millisecond)})
+		g := newMemGateway(t, net, cfg, a, b)
+		const trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+		if w := serveIn(g, http.MethodGet, "/x", nil, "Traceparent", "00-"+trace+"-"+span+"-00"); w.Code != 200 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		synctest.Wait()
+		if spans := exp.GetSpans(); len(spans) != 0 {
+			t.Errorf("spans %v of an unsampled read", names(spans))
+		}
+		pa, pb := a.last().Header.Get("Traceparent"), b.last().Header.Get("Traceparent")
+		re := regexp.MustCompile("^00-" + trace + "-[0-9a-f]{16}-00$")
+		if !re.MatchString(pa) || pa != pb || strings.Contains(pa, span) {
+			t.Errorf("replicas got %q and %q; want one traceparent, the gateway's read in the client's trace, not sampled", pa, pb)
 		}
 	})
 }
@@ -443,5 +472,23 @@ func TestTraceOffAllocatesNothing(t *testing.T) {
 	g2.ServeHTTP(w, req)
 	if got := names(exp.GetSpans()); strings.Join(got, ",") != "GET primary,GET" {
 		t.Errorf("spans with tracing on: %v", got)
+	}
+}
+
+// The carrier reads a tracestate split over header lines as one list, and
+// writes the two headers under their canonical keys.
+func TestTraceHeaderCarrier(t *testing.T) {
+	h := http.Header{"Tracestate": {"a=1", "b=2"}, "Traceparent": {"00-x"}}
+	c := headerCarrier(h)
+	if got := c.Get("tracestate"); got != "a=1,b=2" {
+		t.Errorf("tracestate %q, want the lines joined", got)
+	}
+	if got := c.Get("traceparent"); got != "00-x" {
+		t.Errorf("traceparent %q", got)
+	}
+	c.Set("traceparent", "00-y")
+	c.Set("tracestate", "c=3")
+	if len(h) != 2 || h.Get("Traceparent") != "00-y" || len(h["Tracestate"]) != 1 || h.Get("Tracestate") != "c=3" {
+		t.Errorf("header after Set: %v", h)
 	}
 }
