@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/buildinfo"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -37,7 +38,7 @@ const (
 	attrTied       = attribute.Key("tailgate.tied")             // a copy that carried its tie
 	attrSuppressed = attribute.Key("tailgate.hedge.suppressed") // why the read's last wanted hedge was not sent
 	attrAttempts   = attribute.Key("tailgate.attempts")         // attempts sent, the primary included
-	attrHedgeWon   = attribute.Key("tailgate.hedge_won")        // the answer forwarded was a hedge's
+	attrHedgeWon   = attribute.Key("tailgate.hedge.won")        // the answer forwarded was a hedge's
 	attrReason     = attribute.Key("tailgate.reason")           // why a read was refused or failed (the access log's)
 	attrWinner     = attribute.Key("tailgate.winner")           // the replica whose answer was forwarded
 	eventSuppress  = "hedge suppressed"                         // a wanted hedge not sent
@@ -64,7 +65,7 @@ func newTracing(tp trace.TracerProvider) *tracing {
 	if tp == nil {
 		return nil
 	}
-	return &tracing{tracer: tp.Tracer(tracerName)}
+	return &tracing{tracer: tp.Tracer(tracerName, trace.WithInstrumentationVersion(buildinfo.Get().Version))}
 }
 
 // readTrace is one read's tracing state, held by its exchange (nil when

@@ -492,3 +492,23 @@ func TestTraceHeaderCarrier(t *testing.T) {
 		t.Errorf("header after Set: %v", h)
 	}
 }
+
+// A reload keeps the TracerProvider New was given, whatever the new
+// Config says: reads go on being traced.
+func TestTraceKeptByReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := new(memnet.Transport)
+		a := newMemBackend(net, "a", func(b *backend, w http.ResponseWriter, r *http.Request) { io.WriteString(w, b.name) })
+		cfg, exp := tracedConfig(t, Config{})
+		g := newMemGateway(t, net, cfg, a)
+		if _, err := g.Reload(Config{Backends: []string{a.URL}, Base: net, Timeout: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if w := serveIn(g, http.MethodGet, "/x", nil); w.Code != 200 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if got := names(exp.GetSpans()); strings.Join(got, ",") != "GET primary,GET" {
+			t.Errorf("spans after a reload: %v", got)
+		}
+	})
+}
