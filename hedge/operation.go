@@ -354,17 +354,11 @@ func (o *operation[T]) arm(now time.Time) {
 	o.timer.t.Reset(o.delay - lead)
 }
 
-// suppress accounts for hedge a, wanted but not sent for reason r: in the
-// tally, to the Observer and, if the request's hooks want to know, to them
-// (see SuppressHook). Called with o.mu held.
+// suppress accounts for hedge a, not sent for reason r.
 func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 	o.tally.suppressed[r]++
 	o.h.observe(Event{Kind: EventSuppress, Reason: r, Attempt: Attempt{Index: a.Index}})
-	// Asked here rather than stored with the operation: suppressions are
-	// rare next to operations, and a field would grow every one of them.
-	if s, ok := o.steer.(SuppressHook); ok {
-		s.Suppressed(Attempt{Index: a.Index, Trigger: a.Trigger}, r)
-	}
+	tellSuppressed(o.steer, a, r)
 }
 
 // report applies the result of attempt i, in the goroutine that ran it.

@@ -223,6 +223,16 @@ type SuppressHook interface {
 	Suppressed(a Attempt, reason SuppressReason)
 }
 
+// tellSuppressed tells s, an operation's steering, of hedge a suppressed
+// for r, if it is a SuppressHook. Looked up at each suppression, not kept
+// in a field: suppressions are rarer than operations, which a field would
+// grow.
+func tellSuppressed(s steering, a Attempt, r SuppressReason) {
+	if h, ok := s.(SuppressHook); ok {
+		h.Suppressed(Attempt{Index: a.Index, Trigger: a.Trigger}, r)
+	}
+}
+
 // RefusedError is RoundTripWith's error when no attempt's response was
 // accepted: Response is the last refused one, now the caller's to close,
 // and Err (which it wraps) wraps ErrNotAccepted and the verdict.
