@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tailgate-dev/tailgate/deadline"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // cannedBackend answers at once from memory, so the benchmark measures the
@@ -133,5 +135,36 @@ func BenchmarkServeHTTPAccessLog(b *testing.B) {
 	for b.Loop() {
 		clear(w.h)
 		g.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkServeHTTPTraced is BenchmarkServeHTTP with tracing on: every
+// read recorded (sampled; spans end in a provider with no exporter, so
+// this is the gateway's and the SDK's cost, not an export's), or none
+// (unsampled: spans are still made, and their context still goes to the
+// replica).
+func BenchmarkServeHTTPTraced(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+	}{{"sampled", sdktrace.AlwaysSample()}, {"unsampled", sdktrace.NeverSample()}} {
+		b.Run(c.name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler))
+			defer tp.Shutdown(context.Background())
+			g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)},
+				TracerProvider: tp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
+			req.Header.Set("User-Agent", "wrk")
+			req.Header.Set("Accept", "*/*")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				g.ServeHTTP(w, req)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrInvalid wraps every configuration error of New.
@@ -207,6 +208,23 @@ type Config struct {
 	// random, in (0, 1]: 0.01 logs about one request in a hundred. Zero
 	// means 1, every request.
 	AccessLogSample float64
+
+	// TracerProvider, when non-nil, traces reads with OpenTelemetry: a
+	// server span per client request (its parent the span already in the
+	// request's context, or else the client's W3C traceparent, if any),
+	// and a client span per attempt (primary, hedge, tied copy) and per
+	// shadow, with the replica, the role, why it was sent and its outcome
+	// (won, lost, failed, timeout, canceled; a shadow's answered, ...). A
+	// hedge wanted and not sent is an event on the request's span, with
+	// its reason (budget, gate, deadline, maxAttempts, noTarget,
+	// capacity). Each attempt and shadow carries its own span's
+	// traceparent (and the tracestate that goes with it) to its replica,
+	// in place of the client's. Which reads are recorded is the
+	// provider's sampler's to say. Nil (the default) traces nothing and
+	// costs the request path nothing; the client's traceparent and
+	// tracestate are then forwarded as they came, like any end-to-end
+	// header. Reload keeps New's.
+	TracerProvider trace.TracerProvider
 
 	// Logger receives the gateway's log: changes of state once each
 	// (breakers, probation, the overload gate, readiness) at info and

@@ -334,7 +334,7 @@ func TestClientDeadlineAnchoredAtArrival(t *testing.T) {
 		start := time.Now()
 		time.Sleep(100 * time.Millisecond) // the request waited before serve ran
 		w := httptest.NewRecorder()
-		if code := g.serve(w, r, start).code; code != 200 {
+		if code := g.serve(w, r, start, nil).code; code != 200 {
 			t.Fatalf("status %d %s", code, w.Body)
 		}
 		if sent, left := base.last(); left != 200*time.Millisecond || sent > left {

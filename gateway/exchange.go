@@ -36,6 +36,8 @@ type exchange struct {
 	// Tied mode only (see tied.go).
 	tie   tieState
 	first atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
+
+	trace *readTrace // nil unless the read is traced (see trace.go)
 }
 
 // newExchange returns the exchange of read r, holding the request to
@@ -142,10 +144,33 @@ func (x *exchange) Admit(a hedge.Attempt) bool {
 }
 
 // Rewrite implements hedge.RequestHooks: in tied mode, each copy carries
-// its tie (see stampTie); a hedging gateway sends requests as built.
+// its tie (see stampTie); a hedging gateway sends requests as built. A
+// traced read's attempt starts its span here, as it leaves, and carries
+// its trace context.
 func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
+	tiedCopy := false
 	if x.g.tied {
 		x.stampTie(a, out)
+		tiedCopy = a.Index < 2 && x.tie.copies[a.Index]
+	}
+	if x.trace != nil {
+		role := rolePrimary
+		switch {
+		case a.Index > 0 && tiedCopy:
+			role = roleTied
+		case a.Index > 0:
+			role = roleHedge
+		}
+		x.trace.startAttempt(a, role, replicaLabel(x.v.cfg.Backends[a.Target]), tiedCopy, out)
+	}
+}
+
+// Suppressed implements hedge.SuppressHook: a traced read's span records
+// each hedge it wanted and did not send, and why. (The metrics count them
+// through the engine's Observer.)
+func (x *exchange) Suppressed(a hedge.Attempt, reason hedge.SuppressReason) {
+	if x.trace != nil {
+		x.trace.suppressed(a, reason)
 	}
 }
 
@@ -162,6 +187,9 @@ func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, ela
 	}
 	x.v.set.Done(x.tickets[a.Index], o, end)
 	x.g.attempts.release()
+	if x.trace != nil {
+		x.trace.attemptDone(a, resp, verdict)
+	}
 	x.attemptDone(a, resp, verdict)
 	if verdict != nil {
 		reason := failureReason(resp, verdict)

@@ -39,6 +39,7 @@ type Gateway struct {
 	limited   [nLimitedLogs]limitedLog // per-request warnings, at most one a second each (see logs.go)
 	states    stateLog                 // changes of state, logged once each (see statelog.go)
 	accessLog accessLog                // off unless Config.AccessLog, for the gateway's life (see accesslog.go)
+	tracing   *tracing                 // nil unless Config.TracerProvider, for the gateway's life (see trace.go)
 
 	// draining is set by StartDrain: /readyz answers 503 from then on.
 	draining atomic.Bool
@@ -94,6 +95,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
 	g.accessLog.init(cfg)
+	g.tracing = newTracing(cfg.TracerProvider)
 	g.states.init()
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
 	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
@@ -182,11 +184,18 @@ func (g *Gateway) Replicas() *replica.Set { return g.view.Load().set }
 // ServeHTTP proxies one read.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s := g.serve(w, r, start)
+	var rt *readTrace
+	if g.tracing != nil {
+		rt = g.tracing.startRead(r, start)
+	}
+	s := g.serve(w, r, start, rt)
 	took := time.Since(start)
 	g.metrics.observeRequest(s.code, took)
 	if g.accessLog.log != nil {
 		g.logAccess(r, took, s)
+	}
+	if rt != nil {
+		rt.end(s, start.Add(took))
 	}
 	if s.code == 0 {
 		// Nothing was written (the client left): never let net/http
@@ -230,11 +239,11 @@ type served struct {
 }
 
 // serve handles r, which arrived at start, and says what it did (see
-// served). It reads top to bottom:
+// served); rt is its trace (nil: not traced). It reads top to bottom:
 // admission (what a read may be, the request limit, the client's
 // deadline, the attempt limit), forwarding through the engine, which x
 // steers, and the response.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time) served {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time, rt *readTrace) served {
 	// The configuration in force as the request arrived: it serves the
 	// request to the end (picks, targets, outcomes, the access log's
 	// replica), whatever a Reload does meanwhile.
@@ -306,6 +315,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		extendWrite(w, start.Add(v.timeout+serverSlack))
 	}
 	x := g.newExchange(v, r, budgetValue)
+	x.trace = rt
 	resp, err := v.transport.RoundTripWith(&x.req, x)
 	x.decide(resp, err, client.Err() != nil)
 	if !x.started {
@@ -326,7 +336,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time)
 		// The client has its answer (net/http sends what is buffered when
 		// the handler returns, a few microseconds on): a replica on
 		// probation may be due a copy of the request, to measure it.
-		g.shadow(v, r)
+		g.shadow(v, r, rt)
 	}
 	s.x = x
 	return s

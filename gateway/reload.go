@@ -138,8 +138,8 @@ type ReloadResult struct {
 //
 // Tied, BackendProtocol and MaxResponseHeaderBytes shape what New built
 // (the backend transport, the series): a cfg that changes them is refused.
-// Base, Logger, AccessLog and AccessLogSample stay those of New: cfg's are
-// not used. The backend connection pool keeps the size New gave it
+// Base, Logger, AccessLog, AccessLogSample and TracerProvider stay those
+// of New: cfg's are not used. The backend connection pool keeps the size New gave it
 // (MaxInFlightAttempts idle connections per replica).
 //
 // The log goes on across reloads: changes of breakers and probation name
@@ -182,6 +182,7 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	}
 	cfg.Base, cfg.Logger = old.cfg.Base, old.cfg.Logger
 	cfg.AccessLog, cfg.AccessLogSample = old.cfg.AccessLog, old.cfg.AccessLogSample
+	cfg.TracerProvider = old.cfg.TracerProvider
 	p, err := g.policy(cfg)
 	if err != nil {
 		return res, err

@@ -139,13 +139,12 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 	if a.IsHedge() {
 		role = roleHedge
 	}
-	counts := &x.v.counts[a.Target]
 	switch {
 	case x.g.tied && tied.Dropped(resp):
-		counts.count(role, outLost) // its twin started elsewhere first
+		x.settled(a.Index, a.Target, role, outLost) // its twin started elsewhere first
 		return
 	case verdict != nil && !errors.Is(verdict, context.Canceled) && !errors.Is(verdict, context.DeadlineExceeded):
-		counts.count(role, outFailed)
+		x.settled(a.Index, a.Target, role, outFailed)
 		return
 	}
 	if verdict != nil {
@@ -160,7 +159,16 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 	}
 	o := t.settle(a.Index)
 	t.mu.Unlock()
-	counts.count(role, o)
+	x.settled(a.Index, a.Target, role, o)
+}
+
+// settled counts attempt i, of role, to replica, with outcome o, and ends
+// its span if the read is traced.
+func (x *exchange) settled(i, replica, role, o int) {
+	x.v.counts[replica].count(role, o)
+	if x.trace != nil {
+		x.trace.endAttempt(i, o)
+	}
 }
 
 // decide records what became of the read, once RoundTripWith has returned
@@ -186,7 +194,7 @@ func (x *exchange) decide(resp *http.Response, err error, left bool) {
 			if i > 0 {
 				role = roleHedge
 			}
-			x.v.counts[t.replica[i]].count(role, t.settle(i))
+			x.settled(i, int(t.replica[i]), role, t.settle(i))
 			t.waiting[i], t.resp[i] = false, nil
 		}
 	}

@@ -135,7 +135,7 @@ func TestReplicaAttemptOutcomes(t *testing.T) {
 				if tc.cancel > 0 {
 					time.AfterFunc(tc.cancel, cancel)
 				}
-				code := g.serve(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/fail/x", nil), time.Now()).code
+				code := g.serve(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/fail/x", nil), time.Now(), nil).code
 				synctest.Wait() // the losers have ended
 				if code != tc.code {
 					t.Errorf("status %d, want %d", code, tc.code)

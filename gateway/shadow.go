@@ -10,6 +10,7 @@ import (
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Shadow outcomes, as counted in tailgate_shadow_requests_total.
@@ -56,7 +57,8 @@ func (s *shadows) close() {
 // probation if one is due a shadow (replica.Set.PickShadow decides), in the
 // background. With no replica on probation it costs one atomic load.
 // It reads r before returning, never after: the handler may then return.
-func (g *Gateway) shadow(v *view, r *http.Request) {
+// A traced read (rt non-nil) has the shadow's span for a child.
+func (g *Gateway) shadow(v *view, r *http.Request, rt *readTrace) {
 	if v.set.OnProbation() == 0 {
 		return
 	}
@@ -76,6 +78,10 @@ func (g *Gateway) shadow(v *view, r *http.Request) {
 	h := forwardedHeaders(r, v.cfg.TrustedHop)
 	h[ShadowHeader] = shadowValue
 	h[deadline.Header] = v.shadowValue
+	var span trace.Span
+	if rt != nil {
+		span = rt.startShadow(r.Method, replicaLabel(v.cfg.Backends[i]), h)
+	}
 	req := (&http.Request{
 		Method:     r.Method,
 		URL:        &u,
@@ -90,16 +96,18 @@ func (g *Gateway) shadow(v *view, r *http.Request) {
 		s.mu.Unlock()
 		s.slots.release()
 		v.set.Done(t, replica.Canceled, now)
+		endShadow(span, outCanceled, context.Canceled)
 		return
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go g.runShadow(v, req, t, now)
+	go g.runShadow(v, req, t, now, span)
 }
 
 // runShadow sends req, reads and discards its answer (up to the response
-// limit) and gives the ticket back, to v's set, with the outcome.
-func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start time.Time) {
+// limit) and gives the ticket back, to v's set, with the outcome, which
+// ends span too (nil: not traced).
+func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start time.Time, span trace.Span) {
 	s := &g.shadows
 	defer s.wg.Done()
 	defer s.slots.release()
@@ -127,6 +135,7 @@ func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start 
 	o := outcome(err)
 	v.set.Done(t, o, time.Now())
 	v.counts[t.Replica()].count(roleShadow, shadowOutcome(err))
+	endShadow(span, shadowOutcome(err), err)
 	switch o {
 	case replica.Success:
 		g.metrics.shadow(shadowSuccess)

@@ -280,8 +280,9 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if o.ctx.Err() != nil {
 		return false // the caller has left or time is up; not a suppression
 	}
+	a := Attempt{Index: o.launched, Trigger: trig}
 	if o.launched >= o.s.p.MaxAttempts {
-		o.suppress(SuppressMaxAttempts)
+		o.suppress(a, SuppressMaxAttempts)
 		return false
 	}
 	// The gate looks for overload: only hedges wanted because an answer
@@ -293,10 +294,9 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		o.wanted = true
 		o.s.gate.counts.add(now, countWanted)
 	}
-	a := Attempt{Index: o.launched, Trigger: trig}
 	if !o.s.p.IgnoreDeadline && o.expect > 0 {
 		if dl, ok := o.ctx.Deadline(); ok && dl.Sub(now) < o.expect {
-			o.suppress(SuppressDeadline)
+			o.suppress(a, SuppressDeadline)
 			return false
 		}
 	}
@@ -304,13 +304,13 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if delayed {
 		var ok bool
 		if pass, ok = o.s.gate.allow(now, o.lateHedged); !ok {
-			o.suppress(SuppressGate)
+			o.suppress(a, SuppressGate)
 			return false
 		}
 	}
 	if !h.budget.TrySpend() {
 		o.s.gate.refuse(pass, now)
-		o.suppress(SuppressBudget)
+		o.suppress(a, SuppressBudget)
 		return false
 	}
 	// Choosing the target comes last but one, so that a picker that takes
@@ -321,14 +321,14 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if !ok {
 		h.budget.refund()
 		o.s.gate.refuse(pass, now)
-		o.suppress(SuppressNoTarget)
+		o.suppress(a, SuppressNoTarget)
 		return false
 	}
 	a.Target = target
 	if !o.admit(a) {
 		h.budget.refund()
 		o.s.gate.refuse(pass, now)
-		o.suppress(SuppressCapacity)
+		o.suppress(a, SuppressCapacity)
 		return false
 	}
 	o.launch(now, a, true)
@@ -354,9 +354,11 @@ func (o *operation[T]) arm(now time.Time) {
 	o.timer.t.Reset(o.delay - lead)
 }
 
-func (o *operation[T]) suppress(r SuppressReason) {
+// suppress accounts for hedge a, not sent for reason r.
+func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 	o.tally.suppressed[r]++
-	o.h.observe(Event{Kind: EventSuppress, Reason: r, Attempt: Attempt{Index: o.launched}})
+	o.h.observe(Event{Kind: EventSuppress, Reason: r, Attempt: Attempt{Index: a.Index}})
+	tellSuppressed(o.steer, a, r)
 }
 
 // report applies the result of attempt i, in the goroutine that ran it.

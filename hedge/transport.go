@@ -179,7 +179,8 @@ func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
 // RequestHooks steer one request through RoundTripWith: which target each
 // attempt uses, whether a hedge may start, what each attempt sends, and
 // what came of it. A reverse proxy uses them to pick replicas, hold attempt
-// slots, stamp headers and feed circuit breakers.
+// slots, stamp headers and feed circuit breakers. Hooks may also
+// implement SuppressHook.
 type RequestHooks interface {
 	// Pick chooses attempt a's target (an index into the Transport's
 	// Targets); used holds the targets of the earlier attempts. For a hedge
@@ -208,6 +209,28 @@ type RequestHooks interface {
 	// cancelled loser its context's), and how long it took. It runs in the
 	// attempt's goroutine, possibly after RoundTripWith has returned.
 	Done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration)
+}
+
+// SuppressHook is an optional interface of RequestHooks: hooks that
+// implement it are told of each hedge their request wanted but did not
+// send, and why, as the engine decides it. The Observer's EventSuppress
+// reports the same for every request of a Hedger at once, with nothing to
+// tell which request it was; this is per request, for what follows one
+// read (a trace of it, say). a's Index is the attempt the hedge would have
+// been and its Trigger why it was wanted; its Target is not meaningful.
+// Suppressed is called with the request's lock held: it must not block.
+type SuppressHook interface {
+	Suppressed(a Attempt, reason SuppressReason)
+}
+
+// tellSuppressed tells s, an operation's steering, of hedge a suppressed
+// for r, if it is a SuppressHook. Looked up at each suppression, not kept
+// in a field: suppressions are rarer than operations, which a field would
+// grow.
+func tellSuppressed(s steering, a Attempt, r SuppressReason) {
+	if h, ok := s.(SuppressHook); ok {
+		h.Suppressed(Attempt{Index: a.Index, Trigger: a.Trigger}, r)
+	}
 }
 
 // RefusedError is RoundTripWith's error when no attempt's response was

@@ -78,6 +78,8 @@ type serveFlags struct {
 	tlsFlags       // -tls-*, -backend-ca and the like (servetls.go)
 	dnsRefresh     time.Duration
 	dnsServer      string
+	traceEndpoint  string
+	traceSample    float64
 
 	fs *flag.FlagSet // to tell the flags given from defaults
 	// kept are the flags a reload set back to their running values (they
@@ -102,6 +104,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg, logger, err := f.config(stderr)
 	if err != nil {
 		return usageError(stderr, "serve", err)
+	}
+	// Built here, once, not in config, which each reload calls again.
+	tp, err := f.tracerProvider(logger)
+	if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	if tp != nil {
+		cfg.TracerProvider = tp
+		defer shutdownTracing(tp, logger) // after g.Close: its shadows' spans end there
 	}
 	w := newWatcher(f, logger)
 	g, cfg, err := newGateway(ctx, w, cfg)
@@ -170,6 +181,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
 	f.registerTLS(fs)
 	f.registerDNS(fs)
+	fs.StringVar(&f.traceEndpoint, "trace-otlp-endpoint", "", `OpenTelemetry tracing: the collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318 (spans go to its /v1/traces): a span per read and per attempt (primary, hedge, tied copy, shadow), each replica sent its attempt's traceparent; "" (the default) traces nothing`)
+	fs.Float64Var(&f.traceSample, "trace-sample", 1, "tracing: the share of reads traced, chosen by trace id, in [0, 1], for reads whose client sent no sampled traceparent (a client's sampling decision is kept)")
 }
 
 // config turns the flags into a gateway configuration and a logger.
@@ -310,6 +323,9 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	}
 	cfg.Logger = logger
 	if cfg.AccessLog, cfg.AccessLogSample, err = f.accessLogger(w, given["access-log-sample"]); err != nil {
+		return cfg, nil, err
+	}
+	if err := f.checkTrace(given["trace-sample"]); err != nil {
 		return cfg, nil, err
 	}
 	return cfg, logger, nil
