@@ -39,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/bench/internal/promtext"
 )
 
 func main() {
@@ -320,37 +322,12 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// metrics are one /metrics page: series (named with their labels, as
-// exposed) to value.
-type metrics map[string]float64
-
-func scrape(admin string) (metrics, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + admin + "/metrics")
+// scrape reads a gateway's /metrics, and refuses a page that is not a
+// hedging gateway's.
+func scrape(admin string) (promtext.Metrics, error) {
+	m, err := promtext.Scrape(admin)
 	if err != nil {
 		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s/metrics: %s", admin, resp.Status)
-	}
-	m := metrics{}
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		l := lines.Text()
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
-			m[l[:i]] = v
-		}
-	}
-	if err := lines.Err(); err != nil {
-		return nil, fmt.Errorf("%s/metrics: %w", admin, err)
 	}
 	if _, ok := m["tailgate_hedge_budget_fraction"]; !ok {
 		return nil, fmt.Errorf("%s/metrics: no tailgate_hedge_budget_fraction: not a hedging gateway", admin)
@@ -358,8 +335,8 @@ func scrape(admin string) (metrics, error) {
 	return m, nil
 }
 
-func scrapeAll(admins []string) ([]metrics, error) {
-	all := make([]metrics, len(admins))
+func scrapeAll(admins []string) ([]promtext.Metrics, error) {
+	all := make([]promtext.Metrics, len(admins))
 	for i, a := range admins {
 		m, err := scrape(a)
 		if err != nil {
@@ -368,17 +345,6 @@ func scrapeAll(admins []string) ([]metrics, error) {
 		all[i] = m
 	}
 	return all, nil
-}
-
-// sum adds up every series of the metric name, whatever its labels.
-func (m metrics) sum(name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			s += v
-		}
-	}
-	return s
 }
 
 // waitIdle waits until no gateway has a request in flight, so that the
@@ -419,8 +385,8 @@ type instance struct {
 }
 
 // account is one instance's figures between two scrapes of its /metrics.
-func account(admin string, before, after metrics) instance {
-	d := func(name string) float64 { return after.sum(name) - before.sum(name) }
+func account(admin string, before, after promtext.Metrics) instance {
+	d := func(name string) float64 { return after.Sum(name) - before.Sum(name) }
 	return instance{
 		admin:            admin,
 		reads:            d("tailgate_requests_total"),

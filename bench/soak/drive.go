@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/bench/internal/promtext"
 )
 
 type driveConfig struct {
@@ -168,7 +170,7 @@ func drive(c driveConfig, out io.Writer) (bool, error) {
 		return false, err
 	}
 	peak = peak.max(end)
-	final, err := scrape(c.admin)
+	final, err := promtext.Scrape(c.admin)
 	if err != nil {
 		return false, err
 	}
@@ -188,8 +190,8 @@ func drive(c driveConfig, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "  %-18s %-50s (%v)\n", k, strings.Join(parts, " "), t.slowest[k].Round(time.Millisecond))
 	}
 	fmt.Fprintf(out, "  slowloris          %d connections, the longest closed by the gateway after %v\n", lorisN, lorisMax.Round(time.Millisecond))
-	answered := sumOf(final, "tailgate_requests_total") - final[`tailgate_requests_total{code="0"}`]
-	proxied := answered - sumOf(final, "tailgate_rejections_total")
+	answered := final.Sum("tailgate_requests_total") - final[`tailgate_requests_total{code="0"}`]
+	proxied := answered - final.Sum("tailgate_rejections_total")
 	primary, hedge := final[`tailgate_attempts_total{role="primary"}`], final[`tailgate_attempts_total{role="hedge"}`]
 	fmt.Fprintf(out, "\ngateway: %.0f answers, %.0f of them after backend attempts; attempts %.0f primary + %.0f hedge = %.3f per proxied answer; hedge wins %.0f\n",
 		answered, proxied, primary, hedge, (primary+hedge)/max(proxied, 1), final["tailgate_hedge_wins_total"])

@@ -1,55 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/tailgate-dev/tailgate/bench/internal/promtext"
 )
 
-// scrape reads the admin listener's /metrics into series -> value, the
-// series named with their labels as exposed: `name{label="v"}`.
-func scrape(admin string) (map[string]float64, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	m := map[string]float64{}
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		l := lines.Text()
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
-			m[l[:i]] = v
-		}
-	}
-	return m, lines.Err()
-}
-
-// sumOf adds up every series of the metric name, whatever its labels.
-func sumOf(m map[string]float64, name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			s += v
-		}
-	}
-	return s
-}
-
-func sortedKeys(m map[string]float64, prefix string) []string {
+// sortedKeys returns m's series that begin with prefix, sorted.
+func sortedKeys(m promtext.Metrics, prefix string) []string {
 	var ks []string
 	for k := range m {
 		if strings.HasPrefix(k, prefix) {
@@ -75,7 +37,7 @@ type snapshot struct {
 // sample measures the gateway from its admin /metrics, and from
 // /proc/pid/status if pid is not 0.
 func sample(admin string, pid int) (snapshot, error) {
-	m, err := scrape(admin)
+	m, err := promtext.Scrape(admin)
 	if err != nil {
 		return snapshot{}, err
 	}

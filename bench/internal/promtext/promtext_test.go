@@ -1,0 +1,41 @@
+package promtext
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestScrapeAndSum(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "# HELP x y\n# TYPE a counter\na{k=\"1\"} 2\na{k=\"2\"} 3.5\nab 100\nnospace\nbad NaNx\n")
+	}))
+	defer srv.Close()
+	m, err := Scrape(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Sum("a"); got != 5.5 {
+		t.Errorf("Sum(a) = %v, want 5.5 (not ab's 100)", got)
+	}
+	if got := m[`a{k="2"}`]; got != 3.5 {
+		t.Errorf(`a{k="2"} = %v, want 3.5`, got)
+	}
+	if len(m) != 3 {
+		t.Errorf("%d series, want 3 (comments, a line without a value and a bad value skipped): %v", len(m), m)
+	}
+}
+
+func TestScrapeRefusesNonOK(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	if _, err := Scrape(strings.TrimPrefix(srv.URL, "http://")); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("err = %v, want the 404 named", err)
+	}
+}
