@@ -149,6 +149,11 @@ type GateState struct {
 	Unavailable float64 `json:"unavailable"`
 	// Probes counts the hedges sent while the gate was shut.
 	Probes int64 `json:"probes"`
+	// Unproven is set while late-answer hedges go one at a time until one
+	// shows that hedges help; Surge while late answers have surged (a
+	// sign of overload that comes before the median rises).
+	Unproven bool `json:"unproven"`
+	Surge    bool `json:"surge"`
 }
 
 func gateState(s hedge.GateState) GateState {
@@ -158,6 +163,7 @@ func gateState(s hedge.GateState) GateState {
 		RecentMedianMs: ms(s.RecentMedian), BaselineMedianMs: ms(s.BaselineMedian),
 		RiseHedged: s.RiseHedged, RiseFastWins: s.RiseFastWins,
 		InUse: s.Load.InUse, Unavailable: s.Load.Unavailable, Probes: s.Probes,
+		Unproven: s.Unproven, Surge: s.Surge,
 	}
 }
 

@@ -44,7 +44,14 @@ import (
 // hedge since), the gate is unproven: late-answer hedges go one operation
 // at a time (a turn lasts until that operation ends, or a tenth of Window),
 // so that a cold start into saturation spends a hedge per outcome rather
-// than the budget's burst.
+// than the budget's burst. A surge makes it unproven too, at once, as the
+// one sign of overload that comes before any answer: when more of the last
+// 32 operations were late than the window's share of late operations
+// would make by chance (p < 1e-7), queues are filling faster than the
+// median can show (it rises only as the queued reads come back). A hedge
+// sent since the surge began that wins at the old speed proves it variance
+// (one replica slowed down, the others did not); it ends when the late
+// operations among the last 32 fall to half that count.
 //
 // Each signal has hysteresis: hedges must win 1.5 times MinWinRate before
 // GateNoHelp clears; the median must fall below three quarters of Slowdown
@@ -130,6 +137,13 @@ const (
 	recentMinSamples = 64
 	// slotMinSamples: a slot's median joins the baseline with this many.
 	slotMinSamples = 20
+	// surgeChance and surgeMin: a surge is a count of late operations
+	// among the last 32 that the window's late share reaches by chance
+	// with probability below surgeChance (one operation in ten million
+	// would start one on a steady workload), and at least surgeMin: 7
+	// with 1% of operations late, 12 with 5%, 15 with 10%, 24 with 30%.
+	surgeChance = 1e-7
+	surgeMin    = 4
 	// baselineSlots: the baseline is the lower quartile of the medians of
 	// this many latency slots.
 	baselineSlots = 300
@@ -195,6 +209,9 @@ type GateState struct {
 	// Unproven is set while hedges have not shown that they help (see
 	// Gate): late-answer hedges then go one operation at a time.
 	Unproven bool
+	// Surge is set while the late share of the last 32 operations has
+	// surged (see Gate), whether or not a hedge has proved it variance.
+	Surge bool
 	// Hedged counts the operations in the window that sent a hedge because
 	// an answer was late and have ended; HedgeWins those a hedge won.
 	Hedged, HedgeWins int64
@@ -231,7 +248,10 @@ func (s GateState) WinRate() float64 {
 // that keeps it shut.
 func (s GateState) String() string {
 	if s.Open() {
-		if s.Unproven {
+		switch {
+		case s.Unproven && s.Surge:
+			return "open, unproven: late answers surged; late-answer hedges go one at a time until one wins at the old speed"
+		case s.Unproven:
 			return "open, unproven: late-answer hedges go one at a time until they show they help"
 		}
 		return "open"

@@ -192,11 +192,11 @@ func ms(v float64) string {
 //     cut at least in half;
 //   - above the fraction, the budget bounds the hedges, not the gate;
 //   - under overload (150% and 200% of capacity) hedges stay within 1.05
-//     attempts per read and goodput within 5% of no hedging's. These
+//     attempts per read and goodput within 3% of no hedging's. These
 //     replicas serve abandoned reads, so a read offered past capacity waits
 //     its turn until the 1s timeout fails it and the goodput is what the
 //     first seconds served; the hedges the budget lets out in the tenth of
-//     a second before the median shows the slowdown cost 2-4% of it;
+//     a second before the median shows the slowdown cost 1-2% of it;
 //   - the budget holds everywhere: hedges <= burst + fraction × reads.
 //
 // With -v it prints the table the README quotes:
@@ -260,7 +260,7 @@ func TestGateMatrix(t *testing.T) {
 			if a := hedged.attemptsPerRead(); a > 1.05 {
 				t.Errorf("%s: %.3f attempts per read under overload", name, a)
 			}
-			if hedged.goodput() < base.goodput()*0.95 {
+			if hedged.goodput() < base.goodput()*0.97 {
 				t.Errorf("%s: goodput %.0f/s hedged, %.0f/s without", name, hedged.goodput(), base.goodput())
 			}
 		}

@@ -537,3 +537,56 @@ func TestGateSlowdownDoesNotFlapNearItsThreshold(t *testing.T) {
 		}
 	})
 }
+
+// A surge of late answers is the first sign of an overload, before any
+// slow answer has come back to raise the median: after a steady spell with
+// one read in twenty late, every read turns late. When the alternates are
+// as slow (the queues are filling everywhere), hedges go one at a time
+// once the late reads among the last 32 are more than chance would make
+// (11 or 12 here); when only the primaries slowed down, the first hedge sent in
+// the surge wins at the old speed and the rest go freely.
+func TestGateSurge(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		alternate time.Duration // the hedges' latency once every read is late
+		most      int           // late-answer hedges at most, of 30 late reads
+		least     int           // at least
+	}{
+		{"alternates as slow: overload", 200 * time.Millisecond, 14, 10},
+		{"alternates fast: one replica slowed down", time.Millisecond, 30, 29},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c eventCounts
+				h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 1000), Observer: &c})
+				openLoop(0, 1000, 10*time.Millisecond, func(i int) {
+					gateDo(t, h, i, func(a Attempt) time.Duration {
+						if a.Index == 0 && i%20 == 19 {
+							return 40 * time.Millisecond
+						}
+						return time.Millisecond
+					})
+				})
+				if st := h.Stats().Gate; st.Unproven || st.Surge || !st.Open() {
+					t.Fatalf("after the steady spell: %+v", st)
+				}
+				c.read(true)
+				openLoop(1000, 1030, 10*time.Millisecond, func(i int) {
+					gateDo(t, h, i, func(a Attempt) time.Duration {
+						if a.Index == 0 {
+							return 200 * time.Millisecond
+						}
+						return tc.alternate
+					})
+				})
+				hedged, gated, _ := c.read(false)
+				if hedged > tc.most || hedged < tc.least || hedged+gated != 30 {
+					t.Errorf("30 late reads: %d hedged, %d held by the gate; want %d to %d hedged", hedged, gated, tc.least, tc.most)
+				}
+				if st := h.Stats().Gate; !st.Surge {
+					t.Errorf("no surge seen: %+v", st)
+				}
+			})
+		})
+	}
+}

@@ -159,7 +159,12 @@ type gate struct {
 	next      atomic.Int64  // when the next evaluation is due
 	shut      atomic.Uint32 // GateSignals in force
 	unproven  atomic.Bool
-	turn      atomic.Int64 // the unproven turn's start + 1, 0 when free
+	turn      atomic.Int64  // the unproven turn's start + 1, 0 when free
+	lateBits  atomic.Uint32 // the last 32 operations, newest lowest: 1 late, 0 answered before the delay
+	settled   atomic.Int64  // operations that set a bit, up to 32
+	surgeK    atomic.Int32  // late operations of the last 32 that make a surge; 0: not yet known
+	surgeFrom atomic.Int64  // when the surge began + 1, 0 none
+	surgeWon  atomic.Bool   // a hedge sent since surgeFrom won at the old speed
 	lastProbe atomic.Int64
 	probeGap  atomic.Int64
 	probes    atomic.Int64
@@ -275,6 +280,9 @@ func (g *gate) allow(now time.Time, again bool) (gatePass, bool) {
 	g.tick(now)
 	shut := GateSignals(g.shut.Load())
 	n := g.nanos(now)
+	if shut == 0 && !again && !g.unproven.Load() && g.surging(n) {
+		g.unproven.Store(true) // published at once: the next evaluation may be 10ms away
+	}
 	switch {
 	case shut == 0 && (again || !g.unproven.Load()):
 		return gatePass{}, true
@@ -335,6 +343,9 @@ func (g *gate) settle(now time.Time, p gatePass, counts, won bool, took time.Dur
 		limit := g.fastLimit.Load()
 		if fast = limit == 0 || int64(took) <= limit; fast {
 			b.fast.Add(1)
+			if from := g.surgeFrom.Load(); from != 0 && p.turn >= from {
+				g.surgeWon.Store(true)
+			}
 		}
 	}
 	if !p.probe {
@@ -404,8 +415,10 @@ func (g *gate) evaluate(now time.Time) (GateState, bool) {
 		shut |= g.trip(now, GateUnavailable, l.Unavailable > unavailableShut)
 	}
 
+	surgeUnproven := g.surge(now, t)
+
 	s.Probes = g.probes.Load()
-	s.Unproven = shut == 0 && (s.HedgeWins == 0 || risingUnproven)
+	s.Unproven = shut == 0 && (s.HedgeWins == 0 || risingUnproven || surgeUnproven)
 	g.unproven.Store(s.Unproven)
 	changed := shut != prev
 	if changed {

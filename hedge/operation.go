@@ -292,7 +292,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	delayed := trig == TriggerDelay
 	if delayed && !o.wanted {
 		o.wanted = true
-		o.s.gate.counts.add(now, countWanted)
+		o.s.gate.late(now)
 	}
 	if !o.s.p.IgnoreDeadline && o.expect > 0 {
 		if dl, ok := o.ctx.Deadline(); ok && dl.Sub(now) < o.expect {
@@ -479,6 +479,7 @@ func (o *operation[T]) late(i int, v T, err error, end time.Time) {
 // opens the observation window. Called with o.mu held; unlocks.
 func (o *operation[T]) finish(now time.Time) {
 	o.finished = true
+	o.s.gate.ended(o.wanted)
 	if o.lateHedged {
 		helped, counts := o.hedgeHelped()
 		var took time.Duration
