@@ -127,13 +127,14 @@ func quantile(sorted []float64, q float64) float64 {
 func BenchmarkStraggler(b *testing.B) {
 	srv := newStragglerServer(42)
 	defer srv.srv.Close()
+	var gated gateHeld // Tailgate's wanted hedges its overload gate held back
 	libraries := []struct {
 		name string
 		wrap func(base http.RoundTripper) http.RoundTripper
 	}{
 		{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"tailgate", func(base http.RoundTripper) http.RoundTripper {
-			h, err := hedge.New(hedge.Policy{Delay: stragglerDelay})
+			h, err := hedge.New(hedge.Policy{Delay: stragglerDelay, Observer: &gated})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -158,6 +159,7 @@ func BenchmarkStraggler(b *testing.B) {
 		b.Run(lib.name, func(b *testing.B) {
 			for b.Loop() {
 				srv.reset()
+				gated.Store(0)
 				base := hedge.NewBaseTransport()
 				lat, failed := stragglerRun(lib.wrap(base), srv.srv.URL, 7)
 				// Let cancelled losers finish before the next run counts.
@@ -168,7 +170,19 @@ func BenchmarkStraggler(b *testing.B) {
 				b.ReportMetric(quantile(lat, 0.999), "p99.9-ms")
 				b.ReportMetric(float64(srv.attempts.Load())/stragglerReads, "attempts/read")
 				b.ReportMetric(float64(failed), "failed")
+				if lib.name == "tailgate" {
+					b.ReportMetric(float64(gated.Load()), "gate-held")
+				}
 			}
 		})
+	}
+}
+
+// gateHeld counts the hedges a Hedger's overload gate held back.
+type gateHeld struct{ atomic.Int64 }
+
+func (g *gateHeld) Observe(e hedge.Event) {
+	if e.Kind == hedge.EventSuppress && e.Reason == hedge.SuppressGate {
+		g.Add(1)
 	}
 }
