@@ -45,6 +45,7 @@ type backend struct {
 	calls   atomic.Int64
 	mu      sync.Mutex
 	seen    []metadata.MD // incoming metadata of every unary call, in order
+	keys    []string      // the key of every unary call, in order
 	streams atomic.Int64
 }
 
@@ -63,6 +64,12 @@ func (b *backend) metadata() []metadata.MD {
 	return append([]metadata.MD(nil), b.seen...)
 }
 
+func (b *backend) ran() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.keys...)
+}
+
 func unaryHandler(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor, method string) (any, error) {
 	in := new(wrapperspb.StringValue)
 	if err := dec(in); err != nil {
@@ -73,9 +80,11 @@ func unaryHandler(srv any, ctx context.Context, dec func(any) error, ic grpc.Una
 		b.calls.Add(1)
 		md, _ := metadata.FromIncomingContext(ctx)
 		b.mu.Lock()
+		key := req.(*wrapperspb.StringValue).GetValue()
 		b.seen = append(b.seen, md)
+		b.keys = append(b.keys, key)
 		b.mu.Unlock()
-		return b.handle(ctx, b, req.(*wrapperspb.StringValue).GetValue())
+		return b.handle(ctx, b, key)
 	}
 	if ic == nil {
 		return h(ctx, in)
@@ -127,9 +136,21 @@ func newNetwork(t testing.TB) *network {
 // add starts a backend named name (a host:port, so that it may be a tied
 // peer) with handler h and server options opts.
 func (n *network) add(name string, h handler, opts ...grpc.ServerOption) *backend {
+	return n.addServer(name, h, nil, opts...)
+}
+
+// addServer is add with s, when non-nil, installed on the backend: its
+// interceptor and its cancel method.
+func (n *network) addServer(name string, h handler, s *Server, opts ...grpc.ServerOption) *backend {
 	b := &backend{name: name, lis: bufconn.Listen(1 << 20), handle: h}
+	if s != nil {
+		opts = append(opts, grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
+	}
 	b.srv = grpc.NewServer(opts...)
 	b.srv.RegisterService(&echoService, b)
+	if s != nil {
+		s.Register(b.srv)
+	}
 	n.backends[name] = b
 	go b.srv.Serve(b.lis)
 	n.t.Cleanup(b.srv.Stop)
