@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // answer is what one attempt got: a reply message of its own, and its
@@ -45,23 +46,33 @@ type call struct {
 	c      *Client
 	method string
 	req    proto.Message
-	// reqs[i] is hedge i's own copy of req, made by admit under the
-	// engine's lock, before the hedge starts: a hedge may still be
-	// marshalling its request after the call has returned, when the
-	// caller may reuse req. The primary runs on the caller's goroutine
-	// (InlinePrimary), which the engine returns only after it, so it
-	// sends req itself.
-	reqs  [hedge.MaxAttemptsCap]proto.Message
-	reply proto.Message
-	opts  []grpc.CallOption // the caller's, less those in asks
-	asks  asks
-	mark  string // the incoming call's hedge mark, carried by the primary
+	reply  proto.Message
+	rtype  protoreflect.MessageType // reply's, read once by the caller's goroutine
+	opts   []grpc.CallOption        // the caller's, less those in asks
+
+	// hedges[i] is all that hedge i sends and receives into: a copy of
+	// req, a reply of its own, call options of its own. admit makes it
+	// under the engine's lock before the hedge starts, so that it is
+	// complete before the call can return: a hedge may still be starting,
+	// or marshalling its request, after the call has returned, when the
+	// caller may reuse every message and option it passed. The primary
+	// runs on the caller's goroutine (InlinePrimary), which the engine
+	// returns only after it, so it reads the caller's own.
+	hedges [hedge.MaxAttemptsCap]hedgeInput
+	asks   asks
+	mark   string // the incoming call's hedge mark, carried by the primary
 
 	invoker grpc.UnaryInvoker // UnaryClientInterceptor's
 	cc      *grpc.ClientConn
 	rep     *replicaCall // Replicas' steering, nil for the interceptor
 
 	ans0 answer // the primary's
+}
+
+type hedgeInput struct {
+	req  proto.Message
+	ans  *answer
+	opts []grpc.CallOption
 }
 
 // newCall prepares a hedged call, or reports false if its messages are
@@ -75,7 +86,7 @@ func newCall(c *Client, method string, req, reply any, opts []grpc.CallOption) (
 	if !ok {
 		return nil, false
 	}
-	k := &call{c: c, method: method, req: rq, reply: rp, opts: opts}
+	k := &call{c: c, method: method, req: rq, reply: rp, rtype: rp.ProtoReflect().Type(), opts: opts}
 	for i, o := range opts {
 		if !k.ask(o) {
 			continue
@@ -147,36 +158,51 @@ func (k *call) run(ctx context.Context, h *hedge.Hedger) error {
 	return k.finish(ctx, v, err)
 }
 
-// admit gives hedge a its own copy of the request. The engine calls it
-// under its lock just before launching a, so the copy is complete before
-// the call can return.
+// admit prepares hedge a's input (see hedges). The engine calls it under
+// its lock just before launching a.
 func (k *call) admit(a hedge.Attempt) bool {
-	k.reqs[a.Index] = proto.Clone(k.req)
+	ans := &answer{reply: k.rtype.New().Interface()}
+	k.hedges[a.Index] = hedgeInput{req: proto.Clone(k.req), ans: ans, opts: k.optionsFor(ans, true)}
 	return true
+}
+
+// optionsFor returns the call options of the attempt that answers into
+// ans: the caller's, and the header, trailer and peer options it asked
+// for, aimed at ans. Unless private, it returns the caller's own slice
+// when nothing needs adding.
+func (k *call) optionsFor(ans *answer, private bool) []grpc.CallOption {
+	a := &k.asks
+	if !private && !a.perAttempt() {
+		return k.opts
+	}
+	opts := make([]grpc.CallOption, len(k.opts), len(k.opts)+len(a.header)+len(a.trailer)+len(a.peer))
+	copy(opts, k.opts)
+	if len(a.header) > 0 {
+		opts = append(opts, grpc.Header(&ans.header))
+	}
+	if len(a.trailer) > 0 {
+		opts = append(opts, grpc.Trailer(&ans.trailer))
+	}
+	if len(a.peer) > 0 {
+		opts = append(opts, grpc.Peer(&ans.peer))
+	}
+	return opts
 }
 
 // attempt sends one attempt, into a reply message of its own.
 func (k *call) attempt(ctx context.Context, a hedge.Attempt) (*answer, error) {
-	ans, req := &k.ans0, k.req
+	var ans *answer
+	var req proto.Message
+	var opts []grpc.CallOption
 	if a.Index > 0 {
-		ans, req = new(answer), k.reqs[a.Index]
+		in := &k.hedges[a.Index]
+		ans, req, opts = in.ans, in.req, in.opts
+	} else {
+		ans, req = &k.ans0, k.req
+		ans.reply = k.rtype.New().Interface()
+		opts = k.optionsFor(ans, false)
 	}
-	ans.reply = k.reply.ProtoReflect().New().Interface()
 	ctx = k.stamp(ctx, a)
-	opts := k.opts
-	if k.asks.perAttempt() {
-		opts = make([]grpc.CallOption, len(k.opts), len(k.opts)+len(k.asks.header)+len(k.asks.trailer)+len(k.asks.peer))
-		copy(opts, k.opts)
-		if len(k.asks.header) > 0 {
-			opts = append(opts, grpc.Header(&ans.header))
-		}
-		if len(k.asks.trailer) > 0 {
-			opts = append(opts, grpc.Trailer(&ans.trailer))
-		}
-		if len(k.asks.peer) > 0 {
-			opts = append(opts, grpc.Peer(&ans.peer))
-		}
-	}
 	if k.rep != nil {
 		ans.err = k.rep.send(ctx, a, k.method, req, ans.reply, opts)
 	} else {
