@@ -200,22 +200,6 @@ func tiedPair(t *testing.T, n *network, token string) (servers [2]*Server, backe
 	return
 }
 
-func tiedReplicas(t *testing.T, n *network) *Replicas {
-	r, err := NewReplicas(ReplicasConfig{
-		Config: Config{Methods: []string{getMethod}},
-		Targets: []Target{
-			{Name: "127.0.0.1:1", Conn: n.direct("127.0.0.1:1")},
-			{Name: "127.0.0.1:2", Conn: n.direct("127.0.0.1:2")},
-		},
-		Tied: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
 // A tied call queues a copy on each server; the copy that starts first
 // has its twin dropped from the other server's queue, over CancelMethod.
 // The client gets the running copy's answer, never the dropped one's.
@@ -223,7 +207,7 @@ func TestTiedCallDropsQueuedTwin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
 		servers, backends, releases, blocks := tiedPair(t, n, "secret")
-		r := tiedReplicas(t, n)
+		r := newReplicas(t, n, ReplicasConfig{Tied: true}, "127.0.0.1:1", "127.0.0.1:2")
 		var got hedge.Receipt
 		done := make(chan error, 1)
 		var out *typepb.Field
