@@ -119,7 +119,7 @@ func newMetrics(g *Gateway) *metrics {
 		m.registerTied()
 	}
 	if g.aff != nil {
-		m.registry.MustRegister(g.aff.keyless, g.aff.fallbacks)
+		m.registry.MustRegister(g.aff.keyless, g.aff.fallbacks, partitionCollector{g.aff.table})
 	}
 	return m
 }
