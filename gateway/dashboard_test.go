@@ -40,10 +40,13 @@ type family struct {
 func exposed(t *testing.T) series {
 	t.Helper()
 	out := series{}
-	for _, tiedMode := range []bool{false, true} {
+	// Hedging, tied and affinity mode each add series of their own.
+	for _, mode := range []Config{{}, {Tied: true}, {Affinity: &Affinity{Key: "path"}}} {
 		synctest.Test(t, func(t *testing.T) {
 			m := newMemReplicas(map[string]time.Duration{"a.test": time.Millisecond, "b.test": 2 * time.Millisecond})
-			g, err := New(Config{Backends: []string{"http://a.test", "http://b.test"}, Base: m, Tied: tiedMode})
+			cfg := mode
+			cfg.Backends, cfg.Base = []string{"http://a.test", "http://b.test"}, m
+			g, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
