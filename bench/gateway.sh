@@ -16,9 +16,14 @@
 #
 # Needs wrk (apt-get install wrk). Caddy and nginx are optional (apt-get
 # install caddy nginx-light): what is not installed is skipped, and said so.
+# Each throughput line also gives the proxy's own CPU time per request
+# (user + system, of its processes, from /proc): unlike requests/s it does
+# not depend on how much of the machine the others left it.
 # Environment: GATEWAY_FLAGS adds flags to tailgate serve (say
-# "-backend-protocol h2c"); NGINX_WORKERS (default 1, as issue 17 measured);
-# PORT_BASE (default 18080: uses it and the next four ports).
+# "-backend-protocol h2c"); BASELINE=<git revision> adds that revision's
+# tailgate serve as "baseline", for a before/after in one run;
+# NGINX_WORKERS (default 1, as issue 17 measured); PORT_BASE (default
+# 18080: uses it and the next five ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -45,6 +50,20 @@ BACKEND=127.0.0.1:$((PORT_BASE + 1))
 "$TMP/tailgate" serve -backends "http://$BACKEND" -listen 127.0.0.1:$PORT_BASE -admin "" -log-level warn \
 	-max-requests 1024 -max-attempts 2048 ${GATEWAY_FLAGS:-} & PIDS+=($!)
 TARGETS=("tailgate 127.0.0.1:$PORT_BASE" "reverseproxy 127.0.0.1:$((PORT_BASE + 2))")
+declare -A PID
+PID[tailgate]=${PIDS[2]}
+PID[reverseproxy]=${PIDS[1]}
+
+if [[ -n ${BASELINE:-} ]]; then
+	mkdir -p "$TMP/baseline"
+	git archive "$BASELINE" | tar -x -C "$TMP/baseline"
+	(cd "$TMP/baseline" && go build -o "$TMP/tailgate-baseline" ./cmd/tailgate)
+	# shellcheck disable=SC2086
+	"$TMP/tailgate-baseline" serve -backends "http://$BACKEND" -listen 127.0.0.1:$((PORT_BASE + 5)) -admin "" -log-level warn \
+		-max-requests 1024 -max-attempts 2048 ${GATEWAY_FLAGS:-} & PIDS+=($!)
+	PID[baseline]=$!
+	TARGETS+=("baseline 127.0.0.1:$((PORT_BASE + 5))")
+fi
 
 if command -v caddy >/dev/null; then
 	mkdir -p "$TMP/caddy"
@@ -64,6 +83,7 @@ http://127.0.0.1:$((PORT_BASE + 4)) {
 CONF
 	HOME="$TMP/caddy" XDG_DATA_HOME="$TMP/caddy" XDG_CONFIG_HOME="$TMP/caddy" \
 		caddy run --adapter caddyfile --config "$TMP/caddy/Caddyfile" >"$TMP/caddy/log" 2>&1 & PIDS+=($!)
+	PID[caddy]=$!
 	TARGETS+=("caddy 127.0.0.1:$((PORT_BASE + 4))")
 else
 	echo "caddy not installed: skipped (apt-get install caddy)"
@@ -94,6 +114,7 @@ http {
 }
 CONF
 	nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & PIDS+=($!)
+	PID[nginx]=$!
 	TARGETS+=("nginx 127.0.0.1:$((PORT_BASE + 3))")
 else
 	echo "nginx not installed: skipped (apt-get install nginx-light)"
@@ -118,7 +139,18 @@ us() { awk -v v="$1" 'BEGIN {
 	if (v ~ /us$/) f = 1; else if (v ~ /ms$/) f = 1000; else if (v ~ /s$/) f = 1000000; else { print "nan"; exit }
 	sub(/[a-z]+$/, "", v); printf "%.1f", v * f }'; }
 
-declare -A RPS P50 P99 C1 ADD
+# ticks prints the CPU clock ticks (user + system) a process and its
+# children (nginx's workers) have used.
+ticks() {
+	local p sum=0
+	for p in "$1" $(pgrep -P "$1" || true); do
+		sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$sum"
+}
+HZ=$(getconf CLK_TCK)
+
+declare -A RPS P50 P99 C1 ADD CPU
 n=${#TARGETS[@]}
 for round in $(seq "$ROUNDS"); do
 	# Rotate the order, so that no proxy always runs first (or right after
@@ -127,13 +159,17 @@ for round in $(seq "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do order+=("${TARGETS[$(((i + round - 1) % n))]}"); done
 	for t in "${order[@]}"; do
 		name=${t%% *}; addr=${t#* }
+		t0=$(ticks "${PID[$name]}")
 		out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency "http://$addr/item?id=1")
+		t1=$(ticks "${PID[$name]}")
 		rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+		reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+		cpu=$(awk -v t="$((t1 - t0))" -v hz="$HZ" -v n="$reqs" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}')
 		p50=$(us "$(awk '$1=="50%" {print $2}' <<<"$out")")
 		p99=$(us "$(awk '$1=="99%" {print $2}' <<<"$out")")
 		errs=$(awk '/Non-2xx|Socket errors/ {printf "  %s", $0}' <<<"$out")
-		printf "round %d  %-12s c%-3s %9.0f req/s  p50 %7.0f us  p99 %7.0f us%s\n" "$round" "$name" "$CONNS" "$rps" "$p50" "$p99" "$errs"
-		RPS[$name]+="$rps "; P50[$name]+="$p50 "; P99[$name]+="$p99 "
+		printf "round %d  %-12s c%-3s %9.0f req/s  %5.1f us CPU/req  p50 %7.0f us  p99 %7.0f us%s\n" "$round" "$name" "$CONNS" "$rps" "$cpu" "$p50" "$p99" "$errs"
+		RPS[$name]+="$rps "; P50[$name]+="$p50 "; P99[$name]+="$p99 "; CPU[$name]+="$cpu "
 	done
 	direct=
 	for t in "direct $BACKEND" "${order[@]}"; do
@@ -156,17 +192,30 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[i
 range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f-%.0f", lo, hi}'; }
 echo
 echo "medians of $ROUNDS rounds (wrk -t2 -c$CONNS -d$DURATION; one client: wrk -t1 -c1 -d$LATDUR; $(nproc) cores shared by all):"
-printf "  %-13s %10s %14s %10s %10s %12s %12s\n" proxy "req/s" "(range)" "p50 us" "p99 us" "c1 p50 us" "added p50"
-printf "  %-13s %10s %14s %10s %10s %12.0f %12s\n" direct - - - - "$(median <<<"${C1[direct]}")" -
+printf "  %-13s %10s %14s %11s %10s %10s %12s %12s\n" proxy "req/s" "(range)" "CPU us/req" "p50 us" "p99 us" "c1 p50 us" "added p50"
+printf "  %-13s %10s %14s %11s %10s %10s %12.0f %12s\n" direct - - - - - "$(median <<<"${C1[direct]}")" -
 for t in "${TARGETS[@]}"; do
 	name=${t%% *}
-	printf "  %-13s %10.0f %14s %10.0f %10.0f %12.0f %+12.0f\n" "$name" "$(median <<<"${RPS[$name]}")" "($(range <<<"${RPS[$name]}"))" \
-		"$(median <<<"${P50[$name]}")" "$(median <<<"${P99[$name]}")" "$(median <<<"${C1[$name]}")" "$(median <<<"${ADD[$name]}")"
+	printf "  %-13s %10.0f %14s %11.1f %10.0f %10.0f %12.0f %+12.0f\n" "$name" "$(median <<<"${RPS[$name]}")" "($(range <<<"${RPS[$name]}"))" \
+		"$(median <<<"${CPU[$name]}")" "$(median <<<"${P50[$name]}")" "$(median <<<"${P99[$name]}")" "$(median <<<"${C1[$name]}")" "$(median <<<"${ADD[$name]}")"
 done
-g=$(median <<<"${RPS[tailgate]}")
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+# paired prints the median over rounds of tailgate's figure over other's,
+# each round's pair measured within a minute of each other: steadier than
+# a ratio of medians while the machine's load drifts.
+paired() {
+	paste -d' ' <(tr ' ' '\n' <<<"$1" | grep -v '^$') <(tr ' ' '\n' <<<"$2" | grep -v '^$') |
+		awk '{print $1 / $2}' | sort -g | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'
+}
 echo
-echo "  tailgate / reverseproxy requests/s: $(ratio "$g" "$(median <<<"${RPS[reverseproxy]}")")x (goal >= 2)"
-[[ -n "${RPS[caddy]:-}" ]] && echo "  tailgate / caddy requests/s:        $(ratio "$g" "$(median <<<"${RPS[caddy]}")")x"
-[[ -n "${RPS[nginx]:-}" ]] && echo "  tailgate / nginx requests/s:        $(ratio "$g" "$(median <<<"${RPS[nginx]}")")x (goal >= 0.7)"
+echo "tailgate against each, median of the per-round ratios (requests/s; CPU per request):"
+for t in "${TARGETS[@]}"; do
+	name=${t%% *}
+	[[ $name == tailgate ]] && continue
+	goal=
+	case $name in
+	reverseproxy) goal="   (goal: requests/s >= 2)" ;;
+	nginx) goal="   (goal: requests/s >= 0.7)" ;;
+	esac
+	printf "  / %-13s %5sx  %5sx%s\n" "$name" "$(paired "${RPS[tailgate]}" "${RPS[$name]}")" "$(paired "${CPU[tailgate]}" "${CPU[$name]}")" "$goal"
+done
 echo "  tailgate added p50 at one client:   $(median <<<"${ADD[tailgate]}") us (goal <= 100)$([[ -n "${ADD[nginx]:-}" ]] && echo "; nginx's $(median <<<"${ADD[nginx]}") us")"
