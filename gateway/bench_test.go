@@ -70,33 +70,48 @@ func BenchmarkServeHTTPWithDeadline(b *testing.B) {
 
 // BenchmarkLoopback runs real HTTP through the gateway on 127.0.0.1, with
 // parallel keep-alive clients and a trivial backend: for profiles of the
-// whole request path.
+// whole request path. Its sub-benchmarks differ in the backend client:
+// the default (internal/h1), and net/http's Transport as the gateway built
+// it before (newStdBase), side by side.
 func BenchmarkLoopback(b *testing.B) {
 	body := []byte(`{"value":"0123456789abcdef"}`)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
 	defer backend.Close()
-	g, err := New(Config{Backends: []string{backend.URL}, MaxInFlightRequests: 1024})
+	cfg := Config{Backends: []string{backend.URL}, MaxInFlightRequests: 1024}
+	std, err := cfg.withDefaults()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer g.Close()
-	front := httptest.NewServer(g)
-	defer front.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer client.CloseIdleConnections()
-	b.ReportAllocs()
-	b.SetParallelism(16)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			resp, err := client.Get(front.URL + "/item?id=1")
+	for _, c := range []struct {
+		name string
+		base http.RoundTripper
+	}{{"h1", nil}, {"net-http", newStdBase(std, newBackendTLS(dialBackend, nil))}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg.Base = c.base
+			g, err := New(cfg)
 			if err != nil {
-				b.Error(err)
-				return
+				b.Fatal(err)
 			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	})
+			defer g.Close()
+			front := httptest.NewServer(g)
+			defer front.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			defer client.CloseIdleConnections()
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Get(front.URL + "/item?id=1")
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkServeHTTPTied is BenchmarkServeHTTP in tied mode, for a read

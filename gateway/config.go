@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
@@ -110,9 +111,9 @@ type Config struct {
 
 	// MaxResponseHeaderBytes bounds each backend response's header block
 	// (with any 1xx before it; over h2c, the header list as HTTP/2 counts
-	// it). A larger one fails its attempt as a replica failure (net/http
-	// stops reading and closes the connection); if no attempt succeeds
-	// the client gets 502. Default DefaultMaxResponseHeaderBytes (64 KiB);
+	// it). A larger one fails its attempt as a replica failure (reading
+	// stops and the connection is closed); if no attempt succeeds the
+	// client gets 502. Default DefaultMaxResponseHeaderBytes (64 KiB);
 	// within [MinResponseHeaderBytes, MaxResponseHeaderBytesLimit]. Not
 	// applied to a Base of the caller's.
 	MaxResponseHeaderBytes int64
@@ -359,8 +360,30 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // newBase builds the backend transport for c, dialling TLS with the
-// configuration that tlsDial holds (see backendTLS).
-func newBase(c Config, tlsDial *backendTLS) *http.Transport {
+// configuration that tlsDial holds (see backendTLS): over HTTP/1.1 in
+// clear, internal/h1's client, which reads each attempt's response in the
+// attempt's own goroutine (why: docs/performance.md); net/http's Transport
+// for https:// and h2c backends, whose streams it multiplexes.
+func newBase(c Config, tlsDial *backendTLS) http.RoundTripper {
+	t := newStdBase(c, tlsDial)
+	if c.BackendProtocol == ProtocolH2C {
+		return t
+	}
+	h, err := h1.New(h1.Config{
+		Fallback:               t, // https:// backends
+		DialContext:            tlsDial.dial,
+		IdleTimeout:            t.IdleConnTimeout,
+		MaxIdlePerHost:         t.MaxIdleConnsPerHost,
+		MaxResponseHeaderBytes: t.MaxResponseHeaderBytes,
+	})
+	if err != nil {
+		panic(err) // the limits were validated in withDefaults
+	}
+	return h
+}
+
+// newStdBase builds net/http's Transport for c (see newBase).
+func newStdBase(c Config, tlsDial *backendTLS) *http.Transport {
 	t := hedge.NewBaseTransport()
 	t.Proxy = nil               // replicas are addressed directly
 	t.DisableCompression = true // forward Accept-Encoding and bodies untouched

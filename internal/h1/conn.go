@@ -1,0 +1,346 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// conn is one connection to a backend with its buffers. It serves one
+// request at a time, in the goroutine of the caller that holds it: from
+// hostPool.get until its response body is closed (or read to its end and
+// closed), then back to the pool or closed.
+type conn struct {
+	nc     net.Conn
+	pool   *hostPool
+	cr     connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	abort  func()    // closes nc; made once, for context.AfterFunc
+	idleAt time.Time // when it went idle (under pool.mu)
+	reused bool      // served a request before the current one
+}
+
+// connReader is what the conn's bufio.Reader reads from: it bounds the
+// bytes read for a response's header block (1xx answers before it
+// included), as net/http's persistConn does, and counts the bytes of each
+// response, so that a failure before its first byte can be told apart.
+type connReader struct {
+	nc    net.Conn
+	limit int64 // bytes that may still be read; math.MaxInt64 for a body
+	n     int64 // bytes read since the request was written
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.limit <= 0 {
+		return 0, errHeaderLimit
+	}
+	if int64(len(p)) > r.limit {
+		p = p[:r.limit]
+	}
+	n, err := r.nc.Read(p)
+	r.limit -= int64(n)
+	r.n += int64(n)
+	return n, err
+}
+
+// errHeaderLimit is what connReader returns once a header block has used
+// up the limit; roundTrip reports a headerLimitError instead.
+var errHeaderLimit = errors.New("h1: header read limit reached")
+
+// headerLimitError says a response's header block was over the limit.
+// Its message is net/http's, which callers (the gateway's failure
+// reasons) already recognise.
+type headerLimitError struct{ limit int64 }
+
+func (e *headerLimitError) Error() string {
+	return fmt.Sprintf("h1: server response headers exceeded %d bytes; aborted", e.limit)
+}
+
+// Buffers outlive their connections: a closed connection's go back here.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+// bufSize is the size of each connection's read and write buffer, as
+// net/http's.
+const bufSize = 4 << 10
+
+func newConn(nc net.Conn, p *hostPool) *conn {
+	c := &conn{nc: nc, pool: p}
+	c.cr.nc = nc
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(&c.cr)
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(nc)
+	c.abort = func() { nc.Close() }
+	return c
+}
+
+// close closes the connection and gives its buffers back. Only its
+// holder calls it, once.
+func (c *conn) close() {
+	c.nc.Close()
+	c.br.Reset(nil)
+	readers.Put(c.br)
+	c.bw.Reset(nil)
+	writers.Put(c.bw)
+	c.br, c.bw = nil, nil
+}
+
+// roundTrip sends req (checked, bodiless) on c and reads the response's
+// header block, 1xx answers skipped; the body is read through the
+// response. Until the body is done, cancelling ctx closes the connection,
+// which ends any read or write at once. On an error c is closed.
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64) (*http.Response, error) {
+	stop := context.AfterFunc(ctx, c.abort)
+	writeRequest(c.bw, req)
+	c.cr.limit, c.cr.n = maxHeader, 0
+	if err := c.bw.Flush(); err != nil {
+		stop()
+		c.close()
+		return nil, c.failed(ctx, err)
+	}
+	var resp *http.Response
+	for {
+		var err error
+		resp, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			stop()
+			c.close()
+			if c.cr.limit <= 0 {
+				return nil, &headerLimitError{maxHeader}
+			}
+			return nil, c.failed(ctx, err)
+		}
+		// 100 Continue (to a request that sent no body) and 103 Early
+		// Hints are not the answer; their bytes count against the limit,
+		// which bounds how many a server may send. A 101 is final.
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+	}
+	c.cr.limit = math.MaxInt64
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Never asked for (see Transport.handles): the rest of the stream
+		// is handed over as net/http does, for the caller to refuse
+		// (hedge.RefuseStrayUpgrade); the connection is never reused.
+		resp.Body = &upgradeBody{c: c, stop: stop}
+		return resp, nil
+	}
+	keep := !resp.Close && !req.Close
+	if resp.Body == http.NoBody {
+		c.release(stop, keep)
+		return resp, nil
+	}
+	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	return resp, nil
+}
+
+// failed returns the error for err, which ended c's exchange: the
+// context's error when the context ended it (the connection was closed
+// under the read), else err.
+func (c *conn) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("h1: request canceled: %w", context.Cause(ctx))
+	}
+	if c.cr.n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+		return fmt.Errorf("h1: server closed the connection before answering: %w", err)
+	}
+	return err
+}
+
+// release ends c's exchange: back to the pool when keep says the
+// exchange left it in a state to reuse and nothing unasked for is
+// buffered; else closed. stop unregisters the cancellation; if it had
+// already run, the connection is closed.
+func (c *conn) release(stop func() bool, keep bool) {
+	if !stop() || !keep || c.br.Buffered() > 0 {
+		c.close()
+		return
+	}
+	c.reused = true
+	c.pool.put(c)
+}
+
+// body is a response body read from its connection's buffer. The
+// connection goes back to the pool on Close only once the body was read
+// to its end and the response allowed keep-alive; a body closed early
+// closes its connection (as net/http does over HTTP/1: draining an
+// unknown rest could take any time).
+type body struct {
+	rc   io.ReadCloser // ReadResponse's: framing (Content-Length, chunked, to close)
+	c    *conn         // nil once closed
+	ctx  context.Context
+	stop func() bool
+	keep bool
+	eof  bool
+}
+
+var errBodyClosed = errors.New("h1: read on closed response body")
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.c == nil {
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil && b.ctx.Err() != nil:
+		err = b.c.failed(b.ctx, err)
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if b.c == nil {
+		return nil
+	}
+	c := b.c
+	b.c = nil
+	// Never rc.Close: for a response it reads the rest to the end.
+	c.release(b.stop, b.keep && b.eof)
+	return nil
+}
+
+// upgradeBody is the stream after a 101: whatever the server sends on the
+// connection. Close closes the connection.
+type upgradeBody struct {
+	c    *conn
+	stop func() bool
+}
+
+func (u *upgradeBody) Read(p []byte) (int, error) {
+	if u.c == nil {
+		return 0, errBodyClosed
+	}
+	return u.c.br.Read(p)
+}
+
+func (u *upgradeBody) Close() error {
+	if u.c != nil {
+		u.stop()
+		u.c.close()
+		u.c = nil
+	}
+	return nil
+}
+
+// hostPool holds the idle connections to one backend address: the most
+// recently used first, so that under light load the others stay idle
+// long enough to be reaped.
+type hostPool struct {
+	t    *Transport
+	addr string // host:port to dial
+
+	mu     sync.Mutex
+	idle   []*conn // idle[len-1] is the most recently used
+	reaper *time.Timer
+	armed  bool // reaper is due to run
+}
+
+// get returns an idle connection, or a new one when none is idle or
+// fresh is set.
+func (p *hostPool) get(ctx context.Context, fresh bool) (*conn, error) {
+	if !fresh {
+		now := time.Now()
+		p.mu.Lock()
+		for n := len(p.idle); n > 0; n = len(p.idle) {
+			c := p.idle[n-1]
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
+			if now.Sub(c.idleAt) < p.t.idleTimeout {
+				p.mu.Unlock()
+				return c, nil
+			}
+			// The most recent is too old: so are all the others.
+			for _, old := range p.idle {
+				old.close()
+			}
+			clear(p.idle)
+			p.idle = p.idle[:0]
+			c.close()
+		}
+		p.mu.Unlock()
+	}
+	return p.dial(ctx)
+}
+
+func (p *hostPool) dial(ctx context.Context) (*conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, p.t.dialTimeout)
+	defer cancel()
+	nc, err := p.t.dialContext(dctx, "tcp", p.addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("h1: request canceled while dialling %s: %w", p.addr, context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return newConn(nc, p), nil
+}
+
+// put keeps c idle, or closes it when MaxIdlePerHost are idle already.
+func (p *hostPool) put(c *conn) {
+	now := time.Now()
+	p.mu.Lock()
+	if len(p.idle) >= p.t.maxIdle {
+		p.mu.Unlock()
+		c.close()
+		return
+	}
+	c.idleAt = now
+	p.idle = append(p.idle, c)
+	if !p.armed {
+		p.armed = true
+		if p.reaper == nil {
+			p.reaper = time.AfterFunc(p.t.idleTimeout, p.reap)
+		} else {
+			p.reaper.Reset(p.t.idleTimeout)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// reap closes the connections idle for IdleTimeout or longer, and runs
+// again when the oldest left is due.
+func (p *hostPool) reap() {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for n < len(p.idle) && now.Sub(p.idle[n].idleAt) >= p.t.idleTimeout {
+		p.idle[n].close()
+		n++
+	}
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	clear(p.idle[len(p.idle) : len(p.idle)+n])
+	if len(p.idle) == 0 {
+		p.armed = false
+		return
+	}
+	p.reaper.Reset(p.t.idleTimeout - now.Sub(p.idle[0].idleAt))
+}
+
+// closeIdle closes every idle connection and stops the reaper.
+func (p *hostPool) closeIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.idle {
+		c.close()
+	}
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	if p.reaper != nil {
+		p.reaper.Stop()
+	}
+	p.armed = false
+}

@@ -1,0 +1,32 @@
+// Package h1 is an HTTP/1.1 client for plain-HTTP backends, built for a
+// proxy's hot path: each request is written, and its response read, in
+// the caller's goroutine, on a pooled connection with buffers of its own.
+// No goroutine runs per connection (net/http's Transport runs two, and
+// hands each request between them through channels).
+//
+// Contract (Transport):
+//   - It sends http:// requests to an ASCII host without a body, upgrade
+//     or CONNECT itself; every other request goes to Config.Fallback as
+//     it is.
+//   - Requests are written as net/http's Transport writes them (request
+//     target, Host, default User-Agent, headers sorted, control bytes
+//     refused before anything is sent), with no compression negotiated.
+//   - Responses are read with net/http's ReadResponse: its framing
+//     (Content-Length, chunked, to close), its errors. 1xx answers before
+//     the final one are skipped; a 101 is returned with the rest of the
+//     stream as its body, and its connection is never reused. Header
+//     blocks, 1xx included, are bounded by MaxResponseHeaderBytes.
+//   - Cancelling a request's context closes its connection at once, which
+//     ends a dial, a write, a header read or a body read in progress; the
+//     error wraps the context's.
+//   - A connection goes back to the pool only when its response body was
+//     read to its end and closed, the response allowed keep-alive, and
+//     nothing more was received; a body closed early closes it.
+//   - An idempotent request that fails on a reused connection before any
+//     byte of an answer (the server had closed it while idle) is sent
+//     again, once, on a new connection.
+//   - Idle connections are kept LIFO, at most MaxIdlePerHost per address,
+//     closed after IdleTimeout or by CloseIdleConnections.
+//
+// Why it exists, and what it saves, measured: docs/performance.md.
+package h1
