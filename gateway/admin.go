@@ -20,6 +20,8 @@ import (
 //	/metrics         Prometheus text format
 //	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, the hedger's state,
 //	                 and the discovered names
+//	/debug/partitions  JSON, in affinity mode: where the key is, each partition's owners, each replica's load,
+//	                 recent moves with their reasons, hot keys (404 when affinity mode is off)
 func (g *Gateway) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -53,6 +55,7 @@ func (g *Gateway) Admin() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(g.Debug(time.Now()))
 	})
+	mux.HandleFunc("GET /debug/partitions", g.servePartitions)
 	return mux
 }
 

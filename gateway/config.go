@@ -159,6 +159,15 @@ type Config struct {
 	// DisableProbation turns latency-induced probation off. Default false.
 	DisableProbation bool
 
+	// Affinity, when non-nil, turns on affinity mode: each read's key
+	// (Affinity.Key) maps to a partition owned by a few replicas, the
+	// primary is picked among them and a hedge goes to another of them,
+	// partitions move off overloaded replicas and hot keys are read from
+	// more replicas (see Affinity and package partition). Nil (the
+	// default): every replica serves every read, and the request path
+	// spends nothing on keys. Turning it on or off needs a new Gateway.
+	Affinity *Affinity
+
 	// MaxInFlightShadows bounds shadow requests in flight. A shadow due
 	// without a free slot is skipped (counted as skipped). Default 8.
 	MaxInFlightShadows int
@@ -323,6 +332,19 @@ func (c Config) withDefaults() (Config, error) {
 	case ProtocolHTTP1, ProtocolH2C:
 	default:
 		return c, fmt.Errorf("%w: backend protocol %q: want %s or %s", ErrInvalid, c.BackendProtocol, ProtocolHTTP1, ProtocolH2C)
+	}
+	if c.Affinity != nil {
+		a := *c.Affinity // the caller's stays as it was
+		if _, err := parseAffinityKey(a.Key); err != nil {
+			return c, err
+		}
+		if a.RebalanceEvery == 0 {
+			a.RebalanceEvery = DefaultRebalanceEvery
+		}
+		if a.RebalanceEvery < 0 {
+			return c, fmt.Errorf("%w: affinity: negative rebalance interval %v", ErrInvalid, a.RebalanceEvery)
+		}
+		c.Affinity = &a
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -38,6 +38,8 @@ type exchange struct {
 	first atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
 
 	trace *readTrace // nil unless the read is traced (see trace.go)
+
+	aff *affinityRead // nil unless affinity mode found the read's key (see affinity.go)
 }
 
 // newExchange returns the exchange of read r, holding the request to
@@ -94,7 +96,8 @@ func targetURL(r *http.Request) url.URL {
 }
 
 // Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
-// replica no earlier attempt used. A hedge never goes to a replica on
+// replica no earlier attempt used (in affinity mode, among the read's key's
+// replicas first: see affinity.go). A hedge never goes to a replica on
 // probation; an attempt after a failure does when nothing else is left (a
 // slow answer beats an error). In tied mode the second copy's replica is
 // picked with the primary (see tie).
@@ -105,16 +108,16 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
 	var ok bool
 	switch {
 	case a.Index == 0:
-		i, t, ok = x.v.set.PickPrimary(now)
+		i, t, ok = x.pickPrimary(now)
 		if ok && x.g.tied {
 			x.tieTo(now, i)
 		}
 	case x.g.tied:
 		return x.pickTwin(now, a, used)
 	case a.Trigger == hedge.TriggerFailure:
-		i, t, ok = x.v.set.PickRetry(now, used)
+		i, t, ok = x.pickRetry(now, used)
 	default:
-		i, t, ok = x.v.set.PickAlternate(now, used)
+		i, t, ok = x.pickAlternate(now, used)
 	}
 	if ok {
 		x.tickets[a.Index], x.picked[a.Index] = t, now

@@ -64,6 +64,10 @@ type Gateway struct {
 
 	// tied: reads are tied requests (Config.Tied), for the gateway's life.
 	tied bool
+
+	// aff is affinity mode's state (Config.Affinity), for the gateway's
+	// life; nil when it is off.
+	aff *affinity
 }
 
 // stampSlack is the deadline Transport's Slack: the primary's
@@ -99,6 +103,11 @@ func New(cfg Config) (*Gateway, error) {
 	g.states.init()
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
 	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
+	if cfg.Affinity != nil {
+		if g.aff, err = newAffinity(cfg.Affinity, cfg.Backends); err != nil {
+			return nil, err
+		}
+	}
 	g.metrics = newMetrics(g)
 	policy, err := g.policy(cfg)
 	if err != nil {
@@ -129,6 +138,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.view.Store(v)
 	g.shadows.init(cfg)
+	if g.aff != nil {
+		g.aff.start()
+	}
 	return g, nil
 }
 
@@ -154,6 +166,9 @@ func (g *Gateway) policy(cfg Config) (hedge.Policy, error) {
 // Gateway keeps answering them.
 func (g *Gateway) Close() {
 	g.shadows.close()
+	if g.aff != nil {
+		g.aff.close() // affinity mode's rebalancing rounds
+	}
 	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -316,8 +331,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	x := g.newExchange(v, r, budgetValue)
 	x.trace = rt
+	if g.aff != nil {
+		g.aff.route(x, r, start)
+	}
 	resp, err := v.transport.RoundTripWith(&x.req, x)
 	x.decide(resp, err, client.Err() != nil)
+	if g.aff != nil {
+		g.aff.record(x, start)
+	}
 	if !x.started {
 		// The primary never started (no replica, or the client had gone
 		// before the engine ran): its slot was never an attempt's.

@@ -118,6 +118,9 @@ func newMetrics(g *Gateway) *metrics {
 	if g.tied {
 		m.registerTied()
 	}
+	if g.aff != nil {
+		m.registry.MustRegister(g.aff.keyless, g.aff.fallbacks, partitionCollector{g.aff.table})
+	}
 	return m
 }
 

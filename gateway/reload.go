@@ -58,6 +58,10 @@ type view struct {
 	tiedDelay time.Duration
 	// shadowValue is the Tailgate-Timeout header of a shadow.
 	shadowValue []string
+	// Affinity mode only: where a read's key is, and each backend's
+	// index, by name (the partition table's replica names).
+	affinityKey keySource
+	index       map[string]int
 }
 
 // newView builds the view of cfg (defaults filled in), under policy p (as
@@ -69,6 +73,13 @@ func (g *Gateway) newView(cfg Config, p hedge.Policy, set *replica.Set) (*view, 
 		tiedDelay:   max(cfg.TiedDelay, time.Nanosecond), // the engine's smallest fixed delay: at once, in effect
 		shadowValue: []string{deadline.Format(cfg.ShadowTimeout)},
 		counts:      g.metrics.replicaAttempts.counters(cfg.Backends),
+	}
+	if cfg.Affinity != nil {
+		v.affinityKey, _ = parseAffinityKey(cfg.Affinity.Key) // checked in withDefaults
+		v.index = make(map[string]int, len(cfg.Backends))
+		for i, b := range cfg.Backends {
+			v.index[b] = i
+		}
 	}
 	for _, b := range cfg.Backends {
 		u, err := target.Parse(b)
@@ -138,6 +149,10 @@ type ReloadResult struct {
 //
 // Tied, BackendProtocol and MaxResponseHeaderBytes shape what New built
 // (the backend transport, the series): a cfg that changes them is refused.
+// So is one that turns affinity mode on or off or changes its Partitions
+// or RebalanceEvery; its Key changes from the next request, and the
+// partition table follows the backends (partition.Table.SetReplicas: about
+// 1/N of the partitions move for a replica added).
 // Base, Logger, AccessLog, AccessLogSample and TracerProvider stay those
 // of New: cfg's are not used. The backend connection pool keeps the size New gave it
 // (MaxInFlightAttempts idle connections per replica).
@@ -226,6 +241,12 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 		g.tls.set(cfg.BackendTLS) // for the connections dialled from now on
 	}
 	g.view.Store(v)
+	if g.aff != nil && !slices.Equal(cfg.Backends, old.cfg.Backends) {
+		// Validated with the backends: cannot fail.
+		if err := g.aff.table.SetReplicas(cfg.Backends); err != nil {
+			g.log.Error("reload: partition table refused the backends", "err", err) // unreachable
+		}
+	}
 	g.metrics.budgetChanged(g.budget)
 	warnMixed(g.log, cfg.Backends, old.cfg.Backends)
 	for _, b := range cfg.Backends {
@@ -256,6 +277,10 @@ func fixedSince(old, cfg Config) error {
 		return fmt.Errorf("%w: the backend protocol cannot change on a running gateway", ErrInvalid)
 	case cfg.MaxResponseHeaderBytes != old.MaxResponseHeaderBytes:
 		return fmt.Errorf("%w: the response header limit cannot change on a running gateway", ErrInvalid)
+	case (cfg.Affinity == nil) != (old.Affinity == nil):
+		return fmt.Errorf("%w: affinity mode cannot be turned on or off on a running gateway", ErrInvalid)
+	case cfg.Affinity != nil && (cfg.Affinity.Partitions != old.Affinity.Partitions || cfg.Affinity.RebalanceEvery != old.Affinity.RebalanceEvery):
+		return fmt.Errorf("%w: affinity mode's partitions and rebalance interval cannot change on a running gateway (its key can)", ErrInvalid)
 	}
 	return nil
 }

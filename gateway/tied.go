@@ -111,7 +111,7 @@ func (x *exchange) tieTo(now time.Time, primary int) {
 		return
 	}
 	x.tie.exclude[0] = primary
-	j, t, ok := v.set.PickAlternate(now, x.tie.exclude[:])
+	j, t, ok := x.pickAlternate(now, x.tie.exclude[:])
 	if !ok {
 		return
 	}

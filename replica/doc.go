@@ -14,7 +14,9 @@
 //   - PickPrimary chooses among replicas whose breaker admits a request, by
 //     power of two choices over peak-EWMA latency × (attempts in flight +
 //     1); PickAlternate and PickRetry take the cheapest replica the request
-//     has not used yet.
+//     has not used yet. Their ...Among forms choose within a subset (a
+//     key's owners) and never fall back to a replica on probation: the
+//     caller falls back to the whole set.
 //   - A breaker opens after FailureThreshold consecutive failures, rejects
 //     for a cooldown (doubling up to MaxCooldown while probes fail), then
 //     admits exactly one probe. Every change of state starts a generation,

@@ -50,11 +50,31 @@ func (s *Set) better(i, j int, off int64) bool {
 // The chosen replica's in-flight count goes up by one. ok is false, and i is
 // -1, when no replica admits a request. PickPrimary does not allocate.
 func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
-	off := s.offset(now)
+	return s.pickPrimary(s.offset(now), nil, true)
+}
+
+// PickPrimaryAmong is PickPrimary restricted to the replicas whose indices
+// are in among (a key's owners, say), except that it never falls back to
+// a replica on probation: ok is false when no replica of among that is not
+// on probation admits a request, and the caller decides where to go next
+// (PickPrimary over the whole set, typically). Indices out of range are
+// skipped; a repeated index weighs twice in the random choice. Nil among
+// means every replica. PickPrimaryAmong does not allocate.
+func (s *Set) PickPrimaryAmong(now time.Time, among []int) (i int, t Ticket, ok bool) {
+	return s.pickPrimary(s.offset(now), among, false)
+}
+
+// pickPrimary is PickPrimary among the replicas of among (nil: all),
+// falling back to replicas on probation if fallback.
+func (s *Set) pickPrimary(off int64, among []int, fallback bool) (i int, t Ticket, ok bool) {
 	strict := s.lin.onProbation.Load() > 0
 	for round := 0; round < maxPickRounds; round++ {
 		n, probe := 0, -1
-		for j, r := range s.reps {
+		for k := range s.span(among) {
+			j, r := s.at(among, k)
+			if r == nil {
+				continue
+			}
 			if strict && r.probation.Load() {
 				continue
 			}
@@ -66,7 +86,7 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 			}
 		}
 		if n == 0 {
-			if strict {
+			if strict && fallback {
 				// Nothing but replicas on probation: fall back to them,
 				// without spending a round.
 				strict = false
@@ -81,7 +101,7 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 			}
 			continue
 		}
-		a, b := s.candidates(n, off, strict)
+		a, b := s.candidates(n, off, strict, among)
 		if a < 0 {
 			continue // every replica counted has become unavailable
 		}
@@ -100,11 +120,11 @@ func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
 	return -1, Ticket{}, false
 }
 
-// candidates returns two distinct replicas chosen at random among the n that
-// were available at off, those on probation left out when strict (b is -1
-// when n is 1). Availability may have changed since they were counted; a
-// candidate no longer found is -1.
-func (s *Set) candidates(n int, off int64, strict bool) (a, b int) {
+// candidates returns two distinct replicas chosen at random among the n of
+// among (nil: all) that were available at off, those on probation left out
+// when strict (b is -1 when n is 1). Availability may have changed since
+// they were counted; a candidate no longer found is -1.
+func (s *Set) candidates(n int, off int64, strict bool, among []int) (a, b int) {
 	ra, rb := 0, -1
 	if n > 1 {
 		ra, rb = s.intn(n), s.intn(n-1)
@@ -113,21 +133,22 @@ func (s *Set) candidates(n int, off int64, strict bool) (a, b int) {
 		}
 	}
 	a, b = -1, -1
-	k := 0
-	for j, r := range s.reps {
-		if strict && r.probation.Load() {
+	c := 0
+	for k := range s.span(among) {
+		j, r := s.at(among, k)
+		if r == nil || strict && r.probation.Load() {
 			continue
 		}
 		if ok, _ := r.admits(off); !ok {
 			continue
 		}
-		switch k {
+		switch c {
 		case ra:
 			a = j
 		case rb:
 			b = j
 		}
-		k++
+		c++
 	}
 	if a < 0 {
 		a, b = b, -1
@@ -149,7 +170,23 @@ func (s *Set) candidates(n int, off int64, strict bool) (a, b int) {
 // one. ok is false, and i is -1, if no replica outside exclude admits a
 // request. PickAlternate does not allocate.
 func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
-	return s.pickAlternate(s.offset(now), exclude, false)
+	return s.pickAlternate(s.offset(now), exclude, false, nil)
+}
+
+// PickAlternateAmong is PickAlternate restricted to the replicas whose
+// indices are in among (nil: all; indices out of range are skipped): ok is
+// false when none of them outside exclude admits a request. It does not
+// allocate.
+func (s *Set) PickAlternateAmong(now time.Time, among, exclude []int) (i int, t Ticket, ok bool) {
+	return s.pickAlternate(s.offset(now), exclude, false, among)
+}
+
+// PickRetryAmong is PickAlternateAmong for an attempt after a failure: as
+// PickRetry restricted to among, except that it never falls back to a
+// replica on probation (the caller goes to PickRetry over the whole set
+// for that). It does not allocate.
+func (s *Set) PickRetryAmong(now time.Time, among, exclude []int) (i int, t Ticket, ok bool) {
+	return s.PickAlternateAmong(now, among, exclude)
 }
 
 // PickRetry chooses the replica for an attempt after a failure (a transport
@@ -157,15 +194,18 @@ func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok b
 // outside exclude admits a request, one on probation is taken, the
 // cheapest: a slow answer beats an error. PickRetry does not allocate.
 func (s *Set) PickRetry(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
-	return s.pickAlternate(s.offset(now), exclude, true)
+	return s.pickAlternate(s.offset(now), exclude, true, nil)
 }
 
-func (s *Set) pickAlternate(off int64, exclude []int, fallback bool) (i int, t Ticket, ok bool) {
+// pickAlternate picks the cheapest replica of among (nil: all) outside
+// exclude, falling back to replicas on probation if fallback.
+func (s *Set) pickAlternate(off int64, exclude []int, fallback bool, among []int) (i int, t Ticket, ok bool) {
 	strict := s.lin.onProbation.Load() > 0
 	for round := 0; round < maxPickRounds; round++ {
 		best, bestCost, bestIn := -1, 0.0, int64(0)
-		for j, r := range s.reps {
-			if excluded(exclude, j) {
+		for k := range s.span(among) {
+			j, r := s.at(among, k)
+			if r == nil || excluded(exclude, j) {
 				continue
 			}
 			if strict && r.probation.Load() {
@@ -192,6 +232,28 @@ func (s *Set) pickAlternate(off int64, exclude []int, fallback bool) (i int, t T
 		}
 	}
 	return -1, Ticket{}, false
+}
+
+// span returns how many replicas a pick looks at: those of among, or all
+// when among is nil.
+func (s *Set) span(among []int) int {
+	if among == nil {
+		return len(s.reps)
+	}
+	return len(among)
+}
+
+// at returns the k-th replica a pick looks at, and its index; nil for an
+// index of among out of range.
+func (s *Set) at(among []int, k int) (int, *replica) {
+	if among == nil {
+		return k, s.reps[k]
+	}
+	j := among[k]
+	if j < 0 || j >= len(s.reps) {
+		return j, nil
+	}
+	return j, s.reps[j]
 }
 
 func excluded(exclude []int, i int) bool {

@@ -172,13 +172,13 @@ func TestCandidatesToleratesVanishedReplicas(t *testing.T) {
 	trip(t, s, 1, t0)
 	off := s.offset(t0)
 	for range 20 {
-		a, b := s.candidates(3, off, false) // 3 were counted, 1 is left
+		a, b := s.candidates(3, off, false, nil) // 3 were counted, 1 is left
 		if a != 2 && a != -1 || b != -1 {
 			t.Fatalf("candidates = %d, %d", a, b)
 		}
 	}
 	trip(t, s, 2, t0)
-	if a, b := s.candidates(2, off, false); a != -1 || b != -1 {
+	if a, b := s.candidates(2, off, false, nil); a != -1 || b != -1 {
 		t.Fatalf("candidates with none left = %d, %d", a, b)
 	}
 }

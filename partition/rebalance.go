@@ -1,0 +1,203 @@
+package partition
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// This file: the rebalancing round. Loads are decayed read counts (a steady
+// rate r reads as r × Window). The rebalancer acts on a model, not on what
+// replicas served: a partition's reads, its hot keys' taken out, split
+// evenly over its owners, and each hot key's over its replicas. The model
+// follows a move at once, where a served rate would lag it by a Window and
+// invite a second move for the same excess.
+
+// Move is one partition moved from one owner to another.
+type Move struct {
+	Partition int       `json:"partition"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+}
+
+// RebalanceAt runs one round at now: it folds the reads RecordAt counted
+// since the last round into the decayed loads, updates the hot set, and,
+// unless the cooldown since the last round that moved something (or the
+// first Window after the first round) is running, moves up to
+// MovesPerRound partitions off replicas above LoadBound × the mean load. It
+// returns the moves made, each with its reason. Callers call it
+// periodically, about once a second; it is off the request path (it
+// allocates, and takes the Table's lock).
+func (t *Table) RebalanceAt(now time.Time) []Move {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fold(now)
+	changed := false
+	if t.sketch != nil {
+		hot, _ := t.updateHot(now.UnixNano())
+		changed = !sameRoutes(hot, t.hot)
+		t.hot = hot
+	}
+	nonHot := t.model()
+	moves := t.rebalance(now, nonHot)
+	if len(moves) > 0 {
+		changed = true
+		t.hot = t.routeHot(t.hot) // the owners of a hot key's partition may have moved
+	}
+	if changed {
+		t.publish()
+	}
+	t.hotUntil.Store(now.Add(t.cfg.Window).UnixNano())
+	t.total.rounds++
+	t.last = now
+	return moves
+}
+
+// fold adds the reads counted since the last round to the decayed loads,
+// as if they had arrived evenly since then. Called with mu held.
+func (t *Table) fold(now time.Time) {
+	decay, spread := 1.0, 1.0
+	if t.first.IsZero() {
+		t.first = now
+	} else if dt := now.Sub(t.last); dt > 0 {
+		x := float64(dt) / float64(t.cfg.Window)
+		decay = math.Exp(-x)
+		spread = -math.Expm1(-x) / x
+	}
+	for p := range t.counts {
+		t.partLoad[p] = t.partLoad[p]*decay + float64(t.counts[p].Swap(0))*spread
+	}
+	for _, s := range t.served {
+		s.load = s.load*decay + float64(s.n.Swap(0))*spread
+	}
+}
+
+// model sets t.loads, each member's load under the assignment in force,
+// and returns each partition's load less its hot keys'. Called with mu
+// held.
+func (t *Table) model() []float64 {
+	nonHot := slices.Clone(t.partLoad)
+	for _, h := range t.hot {
+		nonHot[h.partition] = max(nonHot[h.partition]-h.count, 0)
+	}
+	clear(t.loads)
+	for p, l := range nonHot {
+		share := l / float64(t.r)
+		for _, m := range t.owners(p) {
+			t.loads[m] += share
+		}
+	}
+	for _, h := range t.hot {
+		share := h.count / float64(len(h.replicas))
+		for _, m := range h.replicas {
+			t.loads[m] += share
+		}
+	}
+	return nonHot
+}
+
+// rebalance makes the round's moves, updating t.eff and t.loads. Called
+// with mu held.
+func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
+	n := len(t.members)
+	switch {
+	case t.cfg.MovesPerRound < 0, t.r >= n: // off, or every replica owns everything
+		return nil
+	case now.Sub(t.first) < t.cfg.Window: // the loads do not cover a window yet
+		return nil
+	case !t.lastMove.IsZero() && now.Sub(t.lastMove) < t.cfg.Cooldown:
+		return nil
+	}
+	sum := 0.0
+	for _, l := range t.loads {
+		sum += l
+	}
+	mean := sum / float64(n)
+	if mean <= 0 {
+		return nil
+	}
+	bound := t.cfg.LoadBound * mean
+	var moves []Move
+	for len(moves) < t.cfg.MovesPerRound {
+		x := 0
+		for m, l := range t.loads {
+			if l > t.loads[x] {
+				x = m
+			}
+		}
+		if t.loads[x] <= bound {
+			break
+		}
+		p, y, share, ok := t.bestMove(int32(x), bound, nonHot)
+		if !ok {
+			break
+		}
+		reason := fmt.Sprintf("replica %s load %.2f× mean, above the bound %.2f×: partition %d (%.2f× mean per owner) to %s at %.2f× mean",
+			t.members[x], t.loads[x]/mean, t.cfg.LoadBound, p, share/mean, t.members[y], t.loads[y]/mean)
+		own := t.owners(p)
+		own[slices.Index(own, int32(x))] = y
+		t.loads[x] -= share
+		t.loads[y] += share
+		moves = append(moves, Move{Partition: p, From: t.members[x], To: t.members[y], Reason: reason, At: now})
+	}
+	if len(moves) > 0 {
+		t.lastMove = now
+		t.total.moves += uint64(len(moves))
+		t.moves = append(t.moves, moves...)
+		t.moves = t.moves[max(len(t.moves)-maxRecentMoves, 0):]
+	}
+	return moves
+}
+
+// bestMove chooses the move that takes the most of x's excess over bound
+// with one partition: the receivers are tried least loaded first, and for
+// the first that can take any of x's partitions without going above the
+// bound, the partition taking the most excess wins (the smallest of those
+// that take all of it, so the receiver gets no more than needed; then the
+// lowest number). Called with mu held.
+func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
+	type cand struct {
+		p     int
+		share float64
+	}
+	var cands []cand
+	for q := 0; q < t.parts; q++ {
+		if s := nonHot[q] / float64(t.r); s > 0 && slices.Contains(t.owners(q), x) {
+			cands = append(cands, cand{q, s})
+		}
+	}
+	receivers := make([]int32, 0, len(t.members)-1)
+	for m := range t.members {
+		if int32(m) != x {
+			receivers = append(receivers, int32(m))
+		}
+	}
+	slices.SortFunc(receivers, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(t.loads[a], t.loads[b]), cmp.Compare(a, b))
+	})
+	excess := t.loads[x] - bound
+	for _, r := range receivers {
+		room := bound - t.loads[r]
+		if room <= 0 {
+			break // the rest are loaded more
+		}
+		best, bestTaken, bestShare := -1, 0.0, 0.0
+		for _, c := range cands {
+			if c.share > room || slices.Contains(t.owners(c.p), r) {
+				continue
+			}
+			taken := min(c.share, excess)
+			if best < 0 || taken > bestTaken || taken == bestTaken && c.share < bestShare {
+				best, bestTaken, bestShare = c.p, taken, c.share
+			}
+		}
+		if best >= 0 {
+			return best, r, bestShare, true
+		}
+	}
+	return 0, 0, 0, false
+}
