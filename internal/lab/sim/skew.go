@@ -27,7 +27,8 @@ import (
 type SkewConfig struct {
 	// Replicas is the number of cache servers, within [1, MaxSkewReplicas].
 	Replicas int
-	// Workers is how many reads a replica serves at once, within [1, 64].
+	// Workers is how many reads a replica serves at once, within [1,
+	// MaxSkewWorkers].
 	Workers int
 	// CacheKeys is how many keys a replica caches, at least 1.
 	CacheKeys int
@@ -52,6 +53,7 @@ type SkewConfig struct {
 // Limits of Skew.
 const (
 	MaxSkewReplicas = 100_000
+	MaxSkewWorkers  = 64
 	MaxSkewRequests = 100_000_000
 )
 
@@ -105,8 +107,8 @@ func (c SkewConfig) validate() error {
 	switch {
 	case c.Replicas < 1 || c.Replicas > MaxSkewReplicas:
 		return fmt.Errorf("%w: skew replicas %d outside [1, %d]", ErrInvalid, c.Replicas, MaxSkewReplicas)
-	case c.Workers < 1 || c.Workers > 64:
-		return fmt.Errorf("%w: skew workers %d outside [1, 64]", ErrInvalid, c.Workers)
+	case c.Workers < 1 || c.Workers > MaxSkewWorkers:
+		return fmt.Errorf("%w: skew workers %d outside [1, %d]", ErrInvalid, c.Workers, MaxSkewWorkers)
 	case c.CacheKeys < 1:
 		return fmt.Errorf("%w: skew cache keys %d below 1", ErrInvalid, c.CacheKeys)
 	case c.Hit < 0 || c.Miss <= 0 || c.Hit > c.Miss || c.Miss > time.Minute:
