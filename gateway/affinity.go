@@ -76,6 +76,13 @@ func parseAffinityKey(s string) (keySource, error) {
 	return keySource{}, fmt.Errorf("%w: affinity key %q: want path, query:NAME or header:NAME (NAME a query parameter or header name)", ErrInvalid, s)
 }
 
+// CheckAffinityKey returns the error New returns for Affinity.Key key, or
+// nil when key is well formed.
+func CheckAffinityKey(key string) error {
+	_, err := parseAffinityKey(key)
+	return err
+}
+
 // validHeaderName reports whether s is a header field name (an RFC 9110
 // token).
 func validHeaderName(s string) bool {

@@ -43,7 +43,7 @@ func Example() {
 	s := table.Snapshot()
 	fmt.Println(s.Replicas[4].Name, "owns", s.Replicas[4].Partitions, "of", s.Partitions*s.Owners, "owner slots")
 	// Output:
-	// partition 6 owners [http://a.test http://c.test] hot false
-	// partition 6 replicas [http://a.test http://c.test http://b.test http://d.test] hot true
-	// http://e.test owns 37 of 160 owner slots
+	// partition 19 owners [http://a.test http://d.test] hot false
+	// partition 19 replicas [http://a.test http://d.test http://b.test http://c.test] hot true
+	// http://e.test owns 31 of 160 owner slots
 }

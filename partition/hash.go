@@ -23,23 +23,37 @@ func mix(h uint64) uint64 {
 }
 
 // hashString hashes s eight bytes at a time (the compiler merges the byte
-// loads into one). It does not allocate.
+// loads into one); a tail of 1 to 7 bytes is read as the last eight bytes
+// of s, overlapping, or, in a string shorter than eight, as two
+// overlapping halves: no loop over bytes. The length is mixed in first, so
+// the overlap cannot make two strings of different lengths collide more
+// than any others. It does not allocate.
 func hashString(s string) uint64 {
-	h := uint64(len(s))*prime1 + prime2
-	for len(s) >= 8 {
-		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-		h = bits.RotateLeft64(h^w*prime2, 31) * prime1
-		s = s[8:]
-	}
-	if len(s) > 0 {
-		var w uint64
-		for i := 0; i < len(s); i++ {
-			w |= uint64(s[i]) << (8 * i)
+	n := len(s)
+	h := uint64(n)*prime1 + prime2
+	switch {
+	case n >= 8:
+		for i := 0; i < n-8; i += 8 {
+			h = round(h, load64(s[i:]))
 		}
-		h = bits.RotateLeft64(h^w*prime2, 31) * prime1
+		h = round(h, load64(s[n-8:])) // the last eight bytes, overlapping the word before when n%8 != 0
+	case n >= 4:
+		h = round(h, uint64(load32(s))<<32|uint64(load32(s[n-4:])))
+	case n > 0:
+		h = round(h, uint64(s[0])<<16|uint64(s[n/2])<<8|uint64(s[n-1]))
 	}
 	return mix(h)
+}
+
+func round(h, w uint64) uint64 { return bits.RotateLeft64(h^w*prime2, 31) * prime1 }
+
+func load64(s string) uint64 {
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func load32(s string) uint32 {
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 // partitionOf maps a key's hash to [0, n) by multiplication (Lemire's

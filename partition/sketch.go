@@ -52,9 +52,8 @@ type shard struct {
 	n        int     // counters in use
 	keys     []string
 	hashes   []uint64
-	count    []float64
 	err      []float64
-	heap     []int32 // counter indices, a min-heap by count
+	heap     []slot  // the counters in use, a min-heap by count
 	pos      []int32 // counter index -> its place in heap
 	table    []int32 // open addressing by hash: counter index + 1, 0 when empty
 	tmask    uint64
@@ -76,9 +75,8 @@ func newSketch(size int, window float64) *sketch {
 		sh := &s.shards[i]
 		sh.keys = make([]string, per)
 		sh.hashes = make([]uint64, per)
-		sh.count = make([]float64, per)
 		sh.err = make([]float64, per)
-		sh.heap = make([]int32, 0, per)
+		sh.heap = make([]slot, 0, per)
 		sh.pos = make([]int32, per)
 		sh.table = make([]int32, tsize)
 		sh.tmask = uint64(tsize - 1)
@@ -100,21 +98,23 @@ func (s *sketch) record(h uint64, key string, now int64) {
 	w := sh.w
 	sh.total += w
 	if i := sh.find(h); i >= 0 {
-		sh.count[i] += w
-		sh.down(int(sh.pos[i]))
-	} else if sh.n < len(sh.count) {
+		j := int(sh.pos[i])
+		sh.heap[j].count += w
+		sh.down(j)
+	} else if sh.n < len(sh.keys) {
 		i := int32(sh.n)
 		sh.n++
-		sh.keys[i], sh.hashes[i], sh.count[i], sh.err[i] = key, h, w, 0
+		sh.keys[i], sh.hashes[i], sh.err[i] = key, h, 0
 		sh.insert(i)
 		sh.pos[i] = int32(len(sh.heap))
-		sh.heap = append(sh.heap, i) // within capacity: no allocation
+		sh.heap = append(sh.heap, slot{w, i}) // within capacity: no allocation
 		sh.up(len(sh.heap) - 1)
 	} else {
-		i := sh.heap[0]
+		min := &sh.heap[0]
+		i := min.i
 		sh.remove(sh.hashes[i])
-		sh.keys[i], sh.hashes[i], sh.err[i] = key, h, sh.count[i]
-		sh.count[i] += w
+		sh.keys[i], sh.hashes[i], sh.err[i] = key, h, min.count
+		min.count += w
 		sh.insert(i)
 		sh.down(0)
 	}
@@ -164,11 +164,11 @@ func (sh *shard) remove(h uint64) {
 	sh.table[j] = 0
 }
 
-func (sh *shard) less(a, b int) bool { return sh.count[sh.heap[a]] < sh.count[sh.heap[b]] }
+func (sh *shard) less(a, b int) bool { return sh.heap[a].count < sh.heap[b].count }
 
 func (sh *shard) swap(a, b int) {
 	sh.heap[a], sh.heap[b] = sh.heap[b], sh.heap[a]
-	sh.pos[sh.heap[a]], sh.pos[sh.heap[b]] = int32(a), int32(b)
+	sh.pos[sh.heap[a].i], sh.pos[sh.heap[b].i] = int32(a), int32(b)
 }
 
 func (sh *shard) up(j int) {
@@ -200,6 +200,13 @@ func (sh *shard) down(j int) {
 	}
 }
 
+// slot is a counter's place in its shard's heap: the count is kept there,
+// not behind the index, so that sifting compares without an indirection.
+type slot struct {
+	count float64
+	i     int32 // the counter's index
+}
+
 // counted is one key the sketch holds: its decayed count, of which up to
 // err may belong to the keys it displaced.
 type counted struct {
@@ -223,14 +230,14 @@ func (s *sketch) decayTo(now int64) ([]counted, float64) {
 			f := math.Exp(-max(min(x, maxExponent), -maxExponent))
 			sh.total *= f
 			for j := 0; j < sh.n; j++ {
-				sh.count[j] *= f
+				sh.heap[j].count *= f
 				sh.err[j] *= f
 			}
 		}
 		sh.landmark, sh.wTick = now, noTick
 		total += sh.total
-		for j := 0; j < sh.n; j++ {
-			out = append(out, counted{sh.keys[j], sh.hashes[j], sh.count[j], sh.err[j]})
+		for _, s := range sh.heap {
+			out = append(out, counted{sh.keys[s.i], sh.hashes[s.i], s.count, sh.err[s.i]})
 		}
 		sh.mu.Unlock()
 	}

@@ -108,7 +108,7 @@ func TestSketchEvictionKeepsTableConsistent(t *testing.T) {
 			if got := sh.find(sh.hashes[j]); got != int32(j) {
 				t.Fatalf("shard %d: counter %d (%s) found at %d", i, j, sh.keys[j], got)
 			}
-			if sh.heap[sh.pos[j]] != int32(j) {
+			if sh.heap[sh.pos[j]].i != int32(j) {
 				t.Fatalf("shard %d: heap position of %d wrong", i, j)
 			}
 		}

@@ -76,6 +76,7 @@ type serveFlags struct {
 	drainDelay     time.Duration
 	enableReload   bool
 	tlsFlags       // -tls-*, -backend-ca and the like (servetls.go)
+	affinityFlags  // -affinity-key and the partition knobs (serveaffinity.go)
 	dnsRefresh     time.Duration
 	dnsServer      string
 	traceEndpoint  string
@@ -181,6 +182,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.enableReload, "enable-reload-endpoint", false, "serve POST /-/reload on the admin address, which reloads the configuration as SIGHUP does")
 	f.registerTLS(fs)
 	f.registerDNS(fs)
+	f.registerAffinity(fs)
 	fs.StringVar(&f.traceEndpoint, "trace-otlp-endpoint", "", `OpenTelemetry tracing: the collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318 (spans go to its /v1/traces): a span per read and per attempt (primary, hedge, tied copy, shadow), each replica sent its attempt's traceparent; "" (the default) traces nothing`)
 	fs.Float64Var(&f.traceSample, "trace-sample", 1, "tracing: the share of reads traced, chosen by trace id, in [0, 1], for reads whose client sent no sampled traceparent (a client's sampling decision is kept)")
 }
@@ -326,6 +328,9 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, err
 	}
 	if err := f.checkTrace(given["trace-sample"]); err != nil {
+		return cfg, nil, err
+	}
+	if cfg.Affinity, err = f.affinity(given); err != nil {
 		return cfg, nil, err
 	}
 	return cfg, logger, nil

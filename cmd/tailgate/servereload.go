@@ -38,6 +38,9 @@ var liveFlags = map[string]bool{
 	// Probation (replica.Set.Next).
 	"probation": true, "probation-factor": true, "probation-min-excess": true, "probation-window": true,
 	"probation-max-share": true, "shadow-rate": true,
+	// Affinity mode's key (gateway.Reload refuses turning the mode on or
+	// off; the partition knobs are not live: the table is built once).
+	"affinity-key": true,
 	// Read by serve when used.
 	"drain-timeout": true, "drain-delay": true, "enable-reload-endpoint": true,
 	// Backend TLS: its files are read again on every reload, whether their
