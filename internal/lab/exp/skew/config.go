@@ -179,7 +179,7 @@ func (cfg Config) setup() (Setup, error) {
 		ReplicaNames: names,
 	}
 	run := max(cfg.Warmup, 0) + cfg.Duration
-	s.Reads = load.PoissonArrivals(load.Config{Rate: s.Rate, Seed: s.ArrivalSeed}, run)
+	s.Reads = Arrivals(s.Rate, run, cfg.Seed).Requests
 	c.Check(s.Reads <= MaxReads, "duration", cfg.Duration, "with -warmup %v at %.0f reads/s is %d reads a run: keep it within %d", cfg.Warmup, s.Rate, s.Reads, MaxReads)
 	c.Check(s.Reads > 0, "", nil, "no read arrives within %v at %v reads/s with seed %d", run, s.Rate, cfg.Seed)
 	if c.Err() != nil {

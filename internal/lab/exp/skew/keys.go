@@ -3,6 +3,7 @@ package skew
 import (
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
 	"github.com/tailgate-dev/tailgate/internal/lab/sim"
@@ -26,4 +27,37 @@ func drawKeys(z *sim.Zipf, n int, seed uint64) []int {
 		ranks[i] = z.Draw(rng)
 	}
 	return ranks
+}
+
+// Keys returns the keys of n reads under seed, as every run of the skew
+// experiment reads them: popularity ranks drawn from a Zipf over keys with
+// exponent, named by keyName. bench/skew reads the same keys.
+func Keys(keys int, exponent float64, n int, seed uint64) ([]string, error) {
+	z, err := sim.NewZipf(keys, exponent)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, n)
+	for i, r := range drawKeys(z, n, load.PointSeed(seed, 1)) {
+		names[i] = keyName(seed, r)
+	}
+	return names, nil
+}
+
+// Arrivals returns the open-loop schedule of a run at rate for d under
+// seed (Poisson arrivals, load.Generate's), and how many reads arrive.
+func Arrivals(rate float64, d time.Duration, seed uint64) load.Config {
+	c := load.Config{Rate: rate, Seed: load.PointSeed(seed, 0)}
+	c.Requests = load.PoissonArrivals(c, d)
+	return c
+}
+
+// WarmupSends reports whether read i, due at since the run started, is
+// sent: the first half of a warm-up ramps the offered rate up from a
+// quarter to the full rate by thinning the arrivals (a hash of seed and i
+// against the share of the rate due at), so that cold caches, which miss
+// every read, leave no backlog for the measurement to drain.
+func WarmupSends(seed uint64, i int, at, warmup time.Duration) bool {
+	ramp := warmup / 2
+	return at >= ramp || float64(load.PointSeed(seed, i)>>11)/(1<<53) < 0.25+0.75*float64(at)/float64(ramp)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
-	"github.com/tailgate-dev/tailgate/internal/lab/sim"
 	"github.com/tailgate-dev/tailgate/partition"
 	"github.com/tailgate-dev/tailgate/replica"
 )
@@ -55,13 +54,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	err = exp.Run(ctx, &rep.Header, len(jobs), cfg.Progress, func(i int) error {
 		j := jobs[i]
 		if keys[j.exponent] == nil {
-			z, err := sim.NewZipf(cfg.Keys, j.exponent)
+			ks, err := Keys(cfg.Keys, j.exponent, s.Reads, s.Seed)
 			if err != nil {
 				return err
-			}
-			ks := make([]string, s.Reads)
-			for i, r := range drawKeys(z, s.Reads, s.KeySeed) {
-				ks[i] = keyName(s.Seed, r)
 			}
 			keys[j.exponent] = ks
 		}
@@ -202,11 +197,9 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent float
 	}
 	offer := load.Config{Requests: len(keys), Rate: s.Rate, Seed: s.ArrivalSeed,
 		Concurrency: int(s.Rate*cfg.Timeout.Seconds()) + 100} // a read is dropped only if the client could not have waited for it
-	ramp := cfg.Warmup / 2
 	outs := load.Generate(ctx, offer, func(ctx context.Context, i int) error {
 		arrived := time.Now()
-		at := arrived.Sub(start)
-		if at < ramp && float64(load.PointSeed(s.Seed, i)>>11)/(1<<53) >= 0.25+0.75*float64(at)/float64(ramp) {
+		if !WarmupSends(s.Seed, i, arrived.Sub(start), cfg.Warmup) {
 			return nil // thinned out of the warm-up's ramp
 		}
 		rd := &read{id: i, key: keys[i]}

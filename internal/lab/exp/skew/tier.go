@@ -74,6 +74,16 @@ func (t tierSpec) plan(c *exp.Checker) (tier Tier, z *sim.Zipf) {
 	}, z
 }
 
+// PlanTier checks a tier of the sizes given, on loopback (at most
+// MaxReplicas replicas of MaxWorkers workers), and works out its hit
+// ratios, capacity and rate as the skew experiment does: bench/skew offers
+// the same load. Its errors wrap exp.ErrConfig.
+func PlanTier(replicas, workers, keys, cacheKeys int, exponent float64, hit, miss time.Duration, loadShare float64) (Tier, error) {
+	c := exp.NewChecker("skew")
+	t, _ := tierSpec{replicas, workers, keys, cacheKeys, exponent, hit, miss, loadShare, MaxReplicas, MaxWorkers, MaxKeys}.plan(c)
+	return t, c.Err()
+}
+
 // Balance is how a policy's reads used the tier.
 type Balance struct {
 	// HitRatio is the share of the reads the replicas served that hit
