@@ -27,8 +27,9 @@ replication (hot keys over more replicas). One JSON line per policy (p50/p99/
 p99.9, hit ratio, load max/mean, partitions moved, hot keys, attempts per
 read), then one per run of the -exponents sweep (hedged policies) and one per
 goal of issue 14; -html plots the load per replica over time and p99 against
-skew. About 100 s with the defaults. With -simulate, the same placements for
--sim-replicas virtual replicas in the simulator instead: seconds, no sockets.`, stderr)
+skew. About 3.5 minutes with the defaults (-exponents "" halves it). With
+-simulate, the same placements (without hedging) for -replicas virtual
+replicas in the simulator instead: no sockets, deterministic for a seed.`, stderr)
 	var o outputs
 	o.register(fs)
 	d := skew.Defaults()

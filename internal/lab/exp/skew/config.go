@@ -62,10 +62,11 @@ type Config struct {
 	// Default 6s; within [1s, MaxDuration].
 	Duration time.Duration
 	// Exponents are the Zipf exponents of the sweep (p99 against skew):
-	// each is read through the hedged policies at the same rate as
-	// Exponent (the same tier, only the popularity changes); Exponent's
-	// own runs are its point. Nil means {0.8, 1.4}; empty, no sweep. At
-	// most MaxExponents, each within [0, MaxExponent].
+	// each is read through the hedged policies at Load of the tier's
+	// capacity at that exponent's own planned hit ratio (a tier sized for
+	// its workload: the skew changes, the planned utilization does not);
+	// Exponent's own runs are its point. Nil means {0.8, 1.4}; empty, no
+	// sweep. At most MaxExponents, each within [0, MaxExponent].
 	Exponents []float64
 	// Partitions configures the tables of the micro-partition policies
 	// (package partition). Its zero fields take the lab's defaults, which
@@ -182,6 +183,12 @@ func (cfg Config) setup() (Setup, error) {
 	s.Reads = Arrivals(s.Rate, run, cfg.Seed).Requests
 	c.Check(s.Reads <= MaxReads, "duration", cfg.Duration, "with -warmup %v at %.0f reads/s is %d reads a run: keep it within %d", cfg.Warmup, s.Rate, s.Reads, MaxReads)
 	c.Check(s.Reads > 0, "", nil, "no read arrives within %v at %v reads/s with seed %d", run, s.Rate, cfg.Seed)
+	for _, e := range cfg.Exponents {
+		t, _ := tierSpec{cfg.Replicas, cfg.Workers, cfg.Keys, cfg.CacheKeys, e, cfg.Hit, cfg.Miss, cfg.Load, MaxReplicas, MaxWorkers, MaxKeys}.plan(c)
+		reads := Arrivals(t.Rate, run, cfg.Seed).Requests
+		c.Check(c.Err() != nil || t.Rate <= MaxRate && reads <= MaxReads, "exponents", e, "offers %.0f reads/s, %d a run: keep them within %d and %d", t.Rate, reads, MaxRate, MaxReads)
+		s.SweepRates = append(s.SweepRates, t.Rate)
+	}
 	if c.Err() != nil {
 		return Setup{}, c.Err()
 	}
@@ -208,6 +215,8 @@ type Setup struct {
 	// Poisson arrivals of ArrivalSeed, the same in every run.
 	Reads     int       `json:"readsPerRun"`
 	Exponents []float64 `json:"exponents"`
+	// SweepRates are the offered rates of the Exponents' runs.
+	SweepRates []float64 `json:"sweepRates"`
 	// Partitions are the micro-partition policies' table settings.
 	Partitions settings `json:"partitions"`
 	// HedgeDelay, MaxAttempts, HedgeBudget and HedgeBurst are the hedging

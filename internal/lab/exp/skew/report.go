@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
@@ -19,7 +20,9 @@ import (
 type Result struct {
 	Policy   string  `json:"policy"`
 	Exponent float64 `json:"exponent"`
-	Hedging  bool    `json:"hedging"`
+	// Rate is the offered rate, reads per second.
+	Rate    float64 `json:"rate"`
+	Hedging bool    `json:"hedging"`
 	// Summary is over the reads scheduled after the warm-up, from their
 	// scheduled times; a failed read counts as infinitely slow.
 	load.Summary
@@ -39,6 +42,13 @@ type Result struct {
 	// AttemptsPerRead is the attempts the client sent per read sent after
 	// the warm-up: 1 plus the hedges.
 	AttemptsPerRead float64 `json:"attemptsPerRead"`
+	// HedgesSuppressed counts the hedges the engine wanted for the reads
+	// after the warm-up and did not send, by reason (the budget, the
+	// overload gate, ...); HedgeDelayMs and Gate are its delay and its
+	// gate's state as the run ended. Zero without hedging.
+	HedgesSuppressed hedge.Suppressions `json:"hedgesSuppressed"`
+	HedgeDelayMs     float64            `json:"hedgeDelayMs"`
+	Gate             string             `json:"gate,omitempty"`
 	// Fallbacks counts attempts sent outside their key's replicas because
 	// none of those admitted one (a breaker open, or already tried).
 	Fallbacks int64 `json:"fallbacks"`
@@ -70,6 +80,7 @@ func (res *Result) finish(cfg Config, s Setup, outs []load.Outcome, marks [2][]f
 		if o.Scheduled >= cfg.Warmup {
 			measured = append(measured, o)
 			attempts += int64(r.attempts[i].Load())
+			addSuppressions(&res.HedgesSuppressed, r.suppressed[i])
 		}
 	}
 	res.Summary = load.Summarize(measured, cfg.Duration)
@@ -111,6 +122,15 @@ func (res *Result) finish(cfg Config, s Setup, outs []load.Outcome, marks [2][]f
 		}
 		res.Timeline = append(res.Timeline, row)
 	}
+}
+
+func addSuppressions(to *hedge.Suppressions, s hedge.Suppressions) {
+	to.Budget += s.Budget
+	to.Gate += s.Gate
+	to.Deadline += s.Deadline
+	to.MaxAttempts += s.MaxAttempts
+	to.NoTarget += s.NoTarget
+	to.Capacity += s.Capacity
 }
 
 // maxOverMean is the largest of x over their mean, 0 when they sum to 0.
@@ -211,6 +231,31 @@ func (r *Report) Section() report.Section {
 		Rows:  rows,
 		Align: []string{"left"},
 	}}
+	var hedging [][]string
+	for _, res := range r.Results {
+		if res.Hedging {
+			sp := res.HedgesSuppressed
+			hedging = append(hedging, []string{res.Policy, exp.F2(res.AttemptsPerRead), exp.F1(res.HedgeDelayMs), strconv.Itoa(sp.Budget), strconv.Itoa(sp.Gate),
+				strconv.Itoa(sp.Deadline + sp.MaxAttempts + sp.NoTarget + sp.Capacity), res.Gate})
+		}
+	}
+	if len(hedging) > 0 {
+		tables = append(tables, report.Table{Title: "Hedging (the engine's default policy): hedges it wanted after the warm-up and did not send, and its state as the run ended",
+			Columns: []string{"policy", "attempts/read", "delay ms", "no budget", "gate shut", "other", "gate"}, Rows: hedging,
+			Align: []string{"left", "right", "right", "right", "right", "right", "left"}})
+	}
+	if len(r.Sweep) > 0 {
+		var sw [][]string
+		for _, res := range slices.Concat(r.Results, r.Sweep) {
+			if res.Hedging {
+				sw = append(sw, []string{strconv.FormatFloat(res.Exponent, 'g', -1, 64), res.Policy, exp.F1(res.Rate), exp.Cell(res.P50Ms), exp.Cell(res.P99Ms),
+					strconv.Itoa(res.Failed + res.Dropped), exp.F3(res.HitRatio), exp.F2(res.LoadMaxOverMean), exp.F2(res.MaxUtilization)})
+			}
+		}
+		tables = append(tables, report.Table{Title: "Against skew: the hedged policies at each exponent, each at Load of the capacity its own planned hit ratio gives",
+			Columns: []string{"exponent", "policy", "reads/s", "p50 ms", "p99 ms", "failed", "hit ratio", "load max/mean", "busiest"}, Rows: sw,
+			Align: []string{"right", "left"}})
+	}
 	if len(r.Goals) > 0 {
 		var g [][]string
 		for _, x := range r.Goals {
@@ -251,7 +296,7 @@ func (r *Report) Section() report.Section {
 	}
 	if len(r.Sweep) > 0 {
 		p99 := report.Plot{Title: "p99 against skew", XLabel: "Zipf exponent", YLabel: "p99 (ms, log scale)", LogY: true,
-			Caption: "Hedged policies, the same tier and offered rate at every exponent. A p99 that failed (more than 1% of reads failed) is not drawn."}
+			Caption: "Hedged policies, the same tier at every exponent, offered the same share of the capacity its planned hit ratio gives. A p99 that failed (more than 1% of reads failed) is not drawn."}
 		hit := report.Plot{Title: "Hit ratio against skew", XLabel: "Zipf exponent", YLabel: "hit ratio", YMin: 0, YMax: 1,
 			Caption: "The share of the reads the replicas started that hit their cache."}
 		for _, name := range []string{NoAffinity, OnePerRepl, Micro, MicroHot} {

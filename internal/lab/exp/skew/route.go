@@ -90,6 +90,10 @@ type router struct {
 	launched  atomic.Int64   // attempts of every read
 	attempts  []atomic.Int32 // attempts of each read, by its index
 	fallbacks atomic.Int64   // attempts sent outside their key's replicas
+	// suppressed holds each hedged read's suppressed hedges, from its
+	// receipt; receipts counts the receipts, sent the reads sent.
+	suppressed     []hedge.Suppressions
+	receipts, sent atomic.Int64
 }
 
 // read is one read's routing state.
@@ -167,9 +171,18 @@ func (r *router) fellBack(rd *read) {
 func (r *router) do(ctx context.Context, rd *read) (int, error) {
 	r.route(rd, time.Now())
 	query := "/item?id=" + strconv.Itoa(rd.id) + "&key=" + rd.key
+	r.sent.Add(1)
+	var onReceipt func(hedge.Receipt)
+	if r.pol.hedging {
+		onReceipt = func(rc hedge.Receipt) {
+			r.suppressed[rd.id] = rc.HedgesSuppressed
+			r.receipts.Add(1) // after the write: whoever reads the count sees it
+		}
+	}
 	return hedge.Do(ctx, r.hedger, hedge.Op[int]{
-		Targets: r.names,
-		Pick:    func(a hedge.Attempt, used []int) (int, bool) { return r.pick(rd, a, used) },
+		Targets:   r.names,
+		OnReceipt: onReceipt,
+		Pick:      func(a hedge.Attempt, used []int) (int, bool) { return r.pick(rd, a, used) },
 		Call: func(ctx context.Context, a hedge.Attempt) (int, error) {
 			err := exp.Read(ctx, r.client, r.urls[a.Target]+query)
 			o := replica.Success

@@ -35,18 +35,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Warmup = max(cfg.Warmup, 0) // NoWarmup
 	rep := &Report{Header: exp.Start("skew", cfg.Seed), Config: s}
 	type job struct {
-		exponent float64
-		pol      Policy
-		sweep    bool
+		exponent, rate float64
+		pol            Policy
+		sweep          bool
 	}
 	var jobs []job
 	for _, p := range policies() {
-		jobs = append(jobs, job{cfg.Exponent, p, false})
+		jobs = append(jobs, job{cfg.Exponent, s.Rate, p, false})
 	}
-	for _, e := range cfg.Exponents {
+	for i, e := range cfg.Exponents {
 		for _, p := range policies() {
 			if p.hedging {
-				jobs = append(jobs, job{e, p, true})
+				jobs = append(jobs, job{e, s.SweepRates[i], p, true})
 			}
 		}
 	}
@@ -54,13 +54,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	err = exp.Run(ctx, &rep.Header, len(jobs), cfg.Progress, func(i int) error {
 		j := jobs[i]
 		if keys[j.exponent] == nil {
-			ks, err := Keys(cfg.Keys, j.exponent, s.Reads, s.Seed)
+			ks, err := Keys(cfg.Keys, j.exponent, Arrivals(j.rate, cfg.Warmup+cfg.Duration, s.Seed).Requests, s.Seed)
 			if err != nil {
 				return err
 			}
 			keys[j.exponent] = ks
 		}
-		res, err := runOne(ctx, cfg, s, j.pol, j.exponent, keys[j.exponent])
+		res, err := runOne(ctx, cfg, s, j.pol, j.exponent, j.rate, keys[j.exponent])
 		if err != nil {
 			return fmt.Errorf("lab: skew, %s at exponent %g: %w", j.pol.Name, j.exponent, err)
 		}
@@ -117,12 +117,13 @@ func (a *arrivals) wrap(i int) func(http.Handler) http.Handler {
 }
 
 // runOne runs one policy on fresh fixtures, reading keys[i] as read i.
-func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent float64, keys []string) (Result, error) {
-	res := Result{Policy: pol.Name, Exponent: exponent, Hedging: pol.hedging}
+func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent, rate float64, keys []string) (Result, error) {
+	res := Result{Policy: pol.Name, Exponent: exponent, Rate: rate, Hedging: pol.hedging}
 	arr := newArrivals(s.Replicas, cfg.Warmup+cfg.Duration, cfg.Warmup)
 	var fixtures []*fixture.Fixture
 	defer func() { fixture.CloseAll(fixtures) }()
-	r := &router{pol: pol, names: s.ReplicaNames, index: map[string]int{}, attempts: make([]atomic.Int32, len(keys))}
+	r := &router{pol: pol, names: s.ReplicaNames, index: map[string]int{}, attempts: make([]atomic.Int32, len(keys)),
+		suppressed: make([]hedge.Suppressions, len(keys))}
 	for i, name := range s.ReplicaNames {
 		f, err := fixture.Start(fixture.Config{Name: name, Seed: s.Seed*1_000_003 + uint64(i), Capacity: cfg.Workers, Middleware: arr.wrap(i),
 			Cache: &fixture.Cache{Keys: cfg.CacheKeys, Hit: fixture.Constant(cfg.Hit), Miss: fixture.Constant(cfg.Miss)}})
@@ -176,6 +177,10 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent float
 			for _, f := range fixtures {
 				marks[k] = append(marks[k], f.Stats())
 			}
+			if k == 1 {
+				hs := r.hedger.Stats()
+				res.HedgeDelayMs, res.Gate = load.Ms(hs.Delay), hs.Gate.String()
+			}
 		}
 	})
 	if r.table != nil {
@@ -195,8 +200,8 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent float
 			}
 		})
 	}
-	offer := load.Config{Requests: len(keys), Rate: s.Rate, Seed: s.ArrivalSeed,
-		Concurrency: int(s.Rate*cfg.Timeout.Seconds()) + 100} // a read is dropped only if the client could not have waited for it
+	offer := Arrivals(rate, cfg.Warmup+cfg.Duration, s.Seed)
+	offer.Concurrency = int(rate*cfg.Timeout.Seconds()) + 100 // a read is dropped only if the client could not have waited for it
 	outs := load.Generate(ctx, offer, func(ctx context.Context, i int) error {
 		arrived := time.Now()
 		if !WarmupSends(s.Seed, i, arrived.Sub(start), cfg.Warmup) {
@@ -219,6 +224,11 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent float
 	// fills caches and holds workers: let it finish, so it is counted.
 	if err := fixture.SettleAll(ctx, fixtures); err != nil {
 		return res, err
+	}
+	if pol.hedging {
+		if missing := exp.AwaitReceipts(ctx, &r.receipts, int(r.sent.Load())); missing > 0 {
+			return res, fmt.Errorf("%d reads' receipts never came", missing)
+		}
 	}
 	res.finish(cfg, s, outs, marks, fixtures, arr, r)
 	if r.table != nil {
