@@ -177,14 +177,23 @@ func goals(rs []Result) []Goal {
 		gs = append(gs,
 			Goal{"max/mean load ≤ 1.25", h, exp.F2(mh.LoadMaxOverMean), mh.LoadMaxOverMean <= 1.25},
 			Goal{"p99 ≥ 3× lower than one partition per replica", h,
-				fmt.Sprintf("%s ms vs %s ms: %s×", exp.Cell(mh.P99Ms), exp.Cell(one.P99Ms), ratioCell(ratio)), ratio >= 3},
+				fmt.Sprintf("%s vs %s: %s×", msCell(mh.P99Ms), msCell(one.P99Ms), ratioCell(ratio)), ratio >= 3},
 			Goal{"hit ratio within 10% of one partition per replica", h,
 				fmt.Sprintf("%.3f vs %.3f (%+.1f%%)", mh.HitRatio, one.HitRatio, 100*(mh.HitRatio/one.HitRatio-1)), mh.HitRatio >= 0.9*one.HitRatio},
 			Goal{"higher hit ratio than no affinity", h, fmt.Sprintf("%.3f vs %.3f", mh.HitRatio, none.HitRatio), mh.HitRatio > none.HitRatio},
-			Goal{"lower p50 than no affinity", h, fmt.Sprintf("%s ms vs %s ms", exp.Cell(mh.P50Ms), exp.Cell(none.P50Ms)), mh.P50Ms < none.P50Ms},
+			Goal{"lower p50 than no affinity", h, fmt.Sprintf("%s vs %s", msCell(mh.P50Ms), msCell(none.P50Ms)), mh.P50Ms < none.P50Ms},
 		)
 	}
 	return gs
+}
+
+// msCell writes a percentile as exp.Cell does, with its unit when it is
+// a number.
+func msCell(x float64) string {
+	if exp.Drawable(x) {
+		return exp.Cell(x) + " ms"
+	}
+	return exp.Cell(x)
 }
 
 func ratioCell(x float64) string {
