@@ -39,6 +39,8 @@ the full report as JSON with -out, and an HTML page with plots with -html.
              without hedging, hedged, and with tied requests
   probation  one replica degrades mid-run and recovers: a p99 timeline through
              the gateway, with and without latency-induced probation
+  skew       cache replicas under Zipf keys: no affinity, hash mod N, micro-
+             partitions, and hot-key replication; -simulate for fleet scale
 
 Run "tailgate lab <experiment> -h" for its flags.`
 
@@ -51,6 +53,7 @@ var experiments = map[string]func(ctx context.Context, args []string, stdout, st
 	"bigtable":  runLabBigtable,
 	"tied":      runLabTied,
 	"probation": runLabProbation,
+	"skew":      runLabSkew,
 }
 
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -67,7 +70,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	run, ok := experiments[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, probation, bigtable or tied\n", args[0])
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, probation, skew, bigtable or tied\n", args[0])
 		return exitUsage
 	}
 	return run(ctx, args[1:], stdout, stderr)

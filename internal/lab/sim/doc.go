@@ -71,6 +71,14 @@
 // when Requests × Fanout <= SampleSize, since drawing every shard then
 // costs no more than estimating F.
 //
+// # Skew
+//
+// Skew is the other simulation: a tier of cache servers (an LRU and a few
+// workers each) read through a Placement under Zipf key popularity, for
+// the load balance, hit ratio and queueing of key-affinity routing at
+// fleet scale (see SkewConfig). Zipf and LRU are its parts; the lab's
+// loopback cache fixtures use them too.
+//
 // # Reproducibility
 //
 // Every random stream is derived from the Seed and an index (the request's,

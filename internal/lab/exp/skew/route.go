@@ -1,0 +1,212 @@
+package skew
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/partition"
+	"github.com/tailgate-dev/tailgate/replica"
+)
+
+// placement is how a policy places keys on replicas.
+type placement int
+
+const (
+	// anywhere: no affinity, every replica serves every key.
+	anywhere placement = iota
+	// modN: a key's replica is a hash of it mod N.
+	modN
+	// micro: micro-partitions (package partition).
+	micro
+)
+
+// Policy is one way of routing the reads, as the report names it.
+type Policy struct {
+	Name      string
+	placement placement
+	// hot: selective replication of hot keys (micro only).
+	hot bool
+	// hedging: reads are hedged (the hedge engine's default policy);
+	// otherwise one attempt each.
+	hedging bool
+}
+
+// The policies' names, as the issue names them.
+const (
+	NoAffinity   = "no affinity"
+	OnePerRepl   = "one partition per replica"
+	Micro        = "micro-partitions"
+	MicroHot     = "micro-partitions + selective replication"
+	noHedgeTitle = ", no hedging"
+)
+
+// policies are the experiment's policies, in the order they run: each
+// hedged, then without hedging.
+func policies() []Policy {
+	var ps []Policy
+	for _, p := range []Policy{{Name: NoAffinity, placement: anywhere}, {Name: OnePerRepl, placement: modN},
+		{Name: Micro, placement: micro}, {Name: MicroHot, placement: micro, hot: true}} {
+		h := p
+		h.hedging = true
+		p.Name += noHedgeTitle
+		ps = append(ps, h, p)
+	}
+	return ps
+}
+
+// modOf returns key's replica under hash mod n: FNV-1a, a fixed hash, so
+// that a key lands on the same replica in every process and run, as a
+// client library's hash mod N does (where the hot keys land follows their
+// names, which follow the experiment's seed).
+func modOf(key string, n int) int {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return int(h % uint64(n))
+}
+
+// router routes one run's reads: it picks each attempt's replica through
+// the replica set (power of two choices by peak-EWMA latency × attempts in
+// flight for a primary, the cheapest for a hedge), restricted to the key's
+// replicas under the policy, as the gateway's affinity mode does: a
+// primary among the key's replicas, a hedge among the others of them, and
+// anywhere only when none of them admits an attempt (a fallback).
+type router struct {
+	pol    Policy
+	set    *replica.Set
+	names  []string
+	urls   []string
+	index  map[string]int
+	table  *partition.Table // micro only
+	client *http.Client
+	hedger *hedge.Hedger
+
+	launched  atomic.Int64   // attempts of every read
+	attempts  []atomic.Int32 // attempts of each read, by its index
+	fallbacks atomic.Int64   // attempts sent outside their key's replicas
+	// suppressed holds each hedged read's suppressed hedges, from its
+	// receipt; receipts counts the receipts, sent the reads sent.
+	suppressed     []hedge.Suppressions
+	receipts, sent atomic.Int64
+}
+
+// read is one read's routing state.
+type read struct {
+	id  int
+	key string
+	// first and alternates are the replicas a primary and a hedge go to;
+	// nil means any.
+	first, alternates []int
+	tickets           [hedge.MaxAttemptsCap]replica.Ticket
+}
+
+// route fills rd's replicas at now, its arrival.
+func (r *router) route(rd *read, now time.Time) {
+	n := len(r.names)
+	switch r.pol.placement {
+	case modN:
+		// One replica holds the key; its successor takes the hedges, as the
+		// next replica on a ring would.
+		i := modOf(rd.key, n)
+		rd.first, rd.alternates = []int{i}, []int{(i + 1) % n}
+	case micro:
+		o := r.table.OwnersAt(rd.key, now)
+		among := make([]int, 0, len(o.Replicas))
+		for _, name := range o.Replicas {
+			among = append(among, r.index[name])
+		}
+		rd.first, rd.alternates = among, among
+	}
+}
+
+// pick picks attempt a's replica, the earlier attempts having used used.
+// Called by the hedge engine with the operation's lock held.
+func (r *router) pick(rd *read, a hedge.Attempt, used []int) (int, bool) {
+	now := time.Now()
+	var (
+		i  int
+		t  replica.Ticket
+		ok bool
+	)
+	if a.Index == 0 {
+		if rd.first != nil {
+			i, t, ok = r.set.PickPrimaryAmong(now, rd.first)
+		}
+		if !ok {
+			i, t, ok = r.set.PickPrimary(now)
+			r.fellBack(rd)
+		}
+	} else {
+		if rd.alternates != nil {
+			i, t, ok = r.set.PickAlternateAmong(now, rd.alternates, used)
+		}
+		if !ok {
+			i, t, ok = r.set.PickAlternate(now, used)
+			r.fellBack(rd)
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	rd.tickets[a.Index] = t
+	r.launched.Add(1)
+	r.attempts[rd.id].Add(1)
+	return i, true
+}
+
+func (r *router) fellBack(rd *read) {
+	if rd.first != nil {
+		r.fallbacks.Add(1)
+	}
+}
+
+// do reads rd, hedged or not under the policy, and returns the replica
+// that answered.
+func (r *router) do(ctx context.Context, rd *read) (int, error) {
+	r.route(rd, time.Now())
+	query := "/item?id=" + strconv.Itoa(rd.id) + "&key=" + rd.key
+	r.sent.Add(1)
+	var onReceipt func(hedge.Receipt)
+	if r.pol.hedging {
+		onReceipt = func(rc hedge.Receipt) {
+			r.suppressed[rd.id] = rc.HedgesSuppressed
+			r.receipts.Add(1) // after the write: whoever reads the count sees it
+		}
+	}
+	return hedge.Do(ctx, r.hedger, hedge.Op[int]{
+		Targets:   r.names,
+		OnReceipt: onReceipt,
+		Pick:      func(a hedge.Attempt, used []int) (int, bool) { return r.pick(rd, a, used) },
+		Call: func(ctx context.Context, a hedge.Attempt) (int, error) {
+			err := exp.Read(ctx, r.client, r.urls[a.Target]+query)
+			o := replica.Success
+			switch {
+			case ctx.Err() != nil:
+				o = replica.Canceled
+			case err != nil:
+				o = replica.Failure
+			}
+			r.set.Done(rd.tickets[a.Index], o, time.Now())
+			return a.Target, err
+		},
+	})
+}
+
+// record counts rd's read, decided with winner (-1: none), for its key in
+// the partition table, as the gateway does once a read is decided.
+func (r *router) record(rd *read, winner int, arrived time.Time) {
+	if r.table == nil {
+		return
+	}
+	name := ""
+	if winner >= 0 {
+		name = r.names[winner]
+	}
+	r.table.RecordAt(rd.key, name, arrived)
+}
