@@ -36,7 +36,7 @@ type command struct {
 var commands = []command{
 	{"serve", "run the read gateway: a hedging reverse proxy for GET and HEAD", runServe},
 	{"demo", "run a short hedging demonstration on loopback replicas", runDemo},
-	{"lab", "run an experiment: compare | straggler | sweep | overload | fanout | bigtable | tied | probation", runLab},
+	{"lab", "run an experiment: compare | straggler | sweep | overload | fanout | bigtable | tied | probation | skew", runLab},
 	{"fixture", "run a controlled replica on a loopback address", runFixture},
 	{"calc", "fan-out arithmetic: how a server's tail becomes the user's median", runCalc},
 	{"version", "print the version, VCS revision and Go version of this binary", runVersion},

@@ -14,7 +14,7 @@
 //     environment, configuration errors that name the setting, the
 //     run-and-report steps, the lab client, work reconciliation.
 //   - exp/<name>: one experiment each (compare, straggler, sweep,
-//     overload, fanout, bigtable, tied, probation) with its Config,
+//     overload, fanout, bigtable, tied, probation, skew) with its Config,
 //     Validate, Run and Report; exp/demo runs short versions of three of
 //     them for "tailgate demo".
 //
