@@ -88,7 +88,10 @@ func TestCompareHedgesToSecondaryPathAndQuery(t *testing.T) {
 			t.Errorf("config %+v", rep.Config)
 		}
 		ps, ss := prim.all(), sec.all()
-		if len(ps) < 16 || len(ss) == 0 {
+		// The baseline's 8 reach the primary; a hedged read's primary may
+		// not, when its hedge has won before the primary's connection
+		// was made (a loaded machine, 5ms delay): it is cancelled unsent.
+		if len(ps) < 8 || len(ss) == 0 {
 			t.Fatalf("primary saw %d requests, secondary %d", len(ps), len(ss))
 		}
 		for _, u := range ps {
