@@ -32,14 +32,24 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-func BenchmarkServeHTTP(b *testing.B) {
-	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
+func BenchmarkServeHTTP(b *testing.B) { benchServeHTTP(b, Config{}, nil) }
+
+// benchServeHTTP serves one read after another through a gateway built
+// from cfg over two canned replicas, the request as wrk sends it, with
+// header set on it: the gateway's own cost per read.
+func benchServeHTTP(b *testing.B, cfg Config, header http.Header) {
+	cfg.Backends = []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	cfg.Base = &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}
+	g, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
 	req.Header.Set("User-Agent", "wrk")
 	req.Header.Set("Accept", "*/*")
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -52,20 +62,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 // sends its own, shorter, deadline: the refusal check and the primary's
 // value are on the path.
 func BenchmarkServeHTTPWithDeadline(b *testing.B) {
-	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
-	req.Header.Set("User-Agent", "wrk")
-	req.Header.Set("Accept", "*/*")
-	req.Header.Set(deadline.Header, "250m")
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		g.ServeHTTP(w, req)
-	}
+	benchServeHTTP(b, Config{}, http.Header{deadline.Header: {"250m"}})
 }
 
 // BenchmarkLoopback runs real HTTP through the gateway on 127.0.0.1, with
@@ -117,40 +114,12 @@ func BenchmarkLoopback(b *testing.B) {
 // BenchmarkServeHTTPTied is BenchmarkServeHTTP in tied mode, for a read
 // whose first copy answers within the tied delay (no second copy sent):
 // the tie (identity, twin's ticket, headers) is on the path.
-func BenchmarkServeHTTPTied(b *testing.B) {
-	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Tied: true,
-		Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
-	req.Header.Set("User-Agent", "wrk")
-	req.Header.Set("Accept", "*/*")
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		g.ServeHTTP(w, req)
-	}
-}
+func BenchmarkServeHTTPTied(b *testing.B) { benchServeHTTP(b, Config{Tied: true}, nil) }
 
 // BenchmarkServeHTTPAccessLog is BenchmarkServeHTTP with the access log
 // on, every request logged, as JSON to nowhere: what a line costs.
 func BenchmarkServeHTTPAccessLog(b *testing.B) {
-	g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)},
-		AccessLog: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
-	req.Header.Set("User-Agent", "wrk")
-	req.Header.Set("Accept", "*/*")
-	w := &discardWriter{h: http.Header{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		g.ServeHTTP(w, req)
-	}
+	benchServeHTTP(b, Config{AccessLog: slog.New(slog.NewJSONHandler(io.Discard, nil))}, nil)
 }
 
 // BenchmarkServeHTTPTraced is BenchmarkServeHTTP with tracing on: every
@@ -166,20 +135,7 @@ func BenchmarkServeHTTPTraced(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler))
 			defer tp.Shutdown(context.Background())
-			g, err := New(Config{Backends: []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, Base: &cannedBackend{body: []byte(`{"value":"0123456789abcdef"}`)},
-				TracerProvider: tp})
-			if err != nil {
-				b.Fatal(err)
-			}
-			req := httptest.NewRequest(http.MethodGet, "/item?id=1", nil)
-			req.Header.Set("User-Agent", "wrk")
-			req.Header.Set("Accept", "*/*")
-			w := &discardWriter{h: http.Header{}}
-			b.ReportAllocs()
-			for b.Loop() {
-				clear(w.h)
-				g.ServeHTTP(w, req)
-			}
+			benchServeHTTP(b, Config{TracerProvider: tp}, nil)
 		})
 	}
 }
