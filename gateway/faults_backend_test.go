@@ -55,7 +55,7 @@ type faultyBackend struct {
 	mode fault
 
 	mu     sync.Mutex
-	conns  map[net.Conn]bool
+	conns  map[net.Conn]bool // open connections: true once one carried a request
 	killed bool
 	wg     sync.WaitGroup
 
@@ -86,7 +86,7 @@ func (b *faultyBackend) accept() {
 			c.Close()
 			return
 		}
-		b.conns[c] = true
+		b.conns[c] = false
 		b.wg.Go(func() { b.serve(c) })
 		b.mu.Unlock()
 	}
@@ -107,11 +107,20 @@ func (b *faultyBackend) kill() {
 	b.wg.Wait()
 }
 
-// open returns how many connections to the replica are open.
-func (b *faultyBackend) open() int {
+// held returns how many connections to the replica are open and have
+// carried a request: those a lost or timed-out attempt would hold. An
+// idle one (the gateway replaces a connection a cancellation closed) is
+// not counted.
+func (b *faultyBackend) held() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.conns)
+	n := 0
+	for _, carried := range b.conns {
+		if carried {
+			n++
+		}
+	}
+	return n
 }
 
 func (b *faultyBackend) serve(c net.Conn) {
@@ -132,6 +141,9 @@ func (b *faultyBackend) serve(c net.Conn) {
 		}
 		io.Copy(io.Discard, req.Body)
 		b.requests.Add(1)
+		b.mu.Lock()
+		b.conns[c] = true
+		b.mu.Unlock()
 		switch b.mode {
 		case faultNone:
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -488,13 +500,13 @@ func settle(t *testing.T, g *Gateway, bad *faultyBackend, holds bool) {
 		}
 		open := 0
 		if holds {
-			open = bad.open()
+			open = bad.held()
 		}
 		if busy == 0 && open == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("2s after the last answer: in flight %+v, replicas %+v, %d connections to the faulty replica open", d.InFlight, d.Replicas, open)
+			t.Fatalf("2s after the last answer: in flight %+v, replicas %+v, %d connections to the faulty replica open that carried a request", d.InFlight, d.Replicas, open)
 		}
 	}
 }

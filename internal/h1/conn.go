@@ -23,9 +23,10 @@ type conn struct {
 	cr     connReader
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	abort  func()    // closes nc; made once, for context.AfterFunc
-	idleAt time.Time // when it went idle (under pool.mu)
-	reused bool      // served a request before the current one
+	abort  func()          // closes nc; made once, for context.AfterFunc
+	ctx    context.Context // the exchange's, for abort; nil while idle
+	idleAt time.Time       // when it went idle (under pool.mu)
+	reused bool            // served a request before the current one
 }
 
 // connReader is what the conn's bufio.Reader reads from: it bounds the
@@ -81,7 +82,14 @@ func newConn(nc net.Conn, p *hostPool) *conn {
 	c.br.Reset(&c.cr)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(nc)
-	c.abort = func() { nc.Close() }
+	c.abort = func() {
+		nc.Close()
+		// A cancellation, a hedge's loser's most often, leaves the backend
+		// well: replace the connection. A deadline may mean it hangs.
+		if errors.Is(c.ctx.Err(), context.Canceled) {
+			p.replace()
+		}
+	}
 	return c
 }
 
@@ -101,6 +109,7 @@ func (c *conn) close() {
 // response. Until the body is done, cancelling ctx closes the connection,
 // which ends any read or write at once. On an error c is closed.
 func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64) (*http.Response, error) {
+	c.ctx = ctx // before the AfterFunc: abort reads it
 	stop := context.AfterFunc(ctx, c.abort)
 	writeRequest(c.bw, req)
 	c.cr.limit, c.cr.n = maxHeader, 0
@@ -167,7 +176,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 		c.close()
 		return
 	}
-	c.reused = true
+	c.reused, c.ctx = true, nil
 	c.pool.put(c)
 }
 
@@ -242,10 +251,12 @@ type hostPool struct {
 	t    *Transport
 	addr string // host:port to dial
 
-	mu     sync.Mutex
-	idle   []*conn // idle[len-1] is the most recently used
-	reaper *time.Timer
-	armed  bool // reaper is due to run
+	mu        sync.Mutex
+	idle      []*conn // idle[len-1] is the most recently used
+	reaper    *time.Timer
+	armed     bool   // reaper is due to run
+	replacing bool   // a replacement is being dialled
+	epoch     uint64 // counts closeIdle calls: a replacement dialled across one is closed
 }
 
 // get returns an idle connection, or a new one when none is idle or
@@ -286,6 +297,40 @@ func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	return newConn(nc, p), nil
+}
+
+// replace dials, in the caller's goroutine, a connection to stand in for
+// one a cancellation (not a deadline) just closed, and keeps it idle:
+// hedging cancels its losers by closing their connections, as HTTP/1.1
+// offers no other way, and without a replacement the next attempt to this
+// backend, often the next hedge, would wait on a dial. One replacement at
+// a time per backend, none when MaxIdlePerHost are idle already; a failed
+// dial is not retried (the next attempt dials and reports it).
+func (p *hostPool) replace() {
+	p.mu.Lock()
+	if p.replacing || len(p.idle) >= p.t.maxIdle {
+		p.mu.Unlock()
+		return
+	}
+	p.replacing = true
+	epoch := p.epoch
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), p.t.dialTimeout)
+	nc, err := p.t.dialContext(ctx, "tcp", p.addr)
+	cancel()
+	p.mu.Lock()
+	p.replacing = false
+	stale := p.epoch != epoch
+	p.mu.Unlock()
+	if err != nil {
+		return
+	}
+	c := newConn(nc, p)
+	if stale {
+		c.close()
+		return
+	}
+	p.put(c)
 }
 
 // put keeps c idle, or closes it when MaxIdlePerHost are idle already.
@@ -339,6 +384,7 @@ func (p *hostPool) closeIdle() {
 	}
 	clear(p.idle)
 	p.idle = p.idle[:0]
+	p.epoch++
 	if p.reaper != nil {
 		p.reaper.Stop()
 	}

@@ -18,7 +18,10 @@
 //     blocks, 1xx included, are bounded by MaxResponseHeaderBytes.
 //   - Cancelling a request's context closes its connection at once, which
 //     ends a dial, a write, a header read or a body read in progress; the
-//     error wraps the context's.
+//     error wraps the context's. A connection closed by a cancellation
+//     (not a deadline) is replaced by a dial in the background (one at a time per address, up to
+//     MaxIdlePerHost idle), so that a hedge's cancelled loser does not
+//     make the next attempt to that backend wait on a dial.
 //   - A connection goes back to the pool only when its response body was
 //     read to its end and closed, the response allowed keep-alive, and
 //     nothing more was received; a body closed early closes it.

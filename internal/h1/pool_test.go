@@ -118,3 +118,167 @@ func TestMaxIdlePerHost(t *testing.T) {
 		b.wg.Wait()
 	})
 }
+
+// hangBackend is a pipeBackend whose connections never answer /hang: the
+// request is read and the connection held until the client closes it.
+// dialGate, when set, holds each dial until it is closed.
+type hangBackend struct {
+	pipeBackend
+	dialGate chan struct{}
+}
+
+func (b *hangBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	if b.dialGate != nil {
+		select {
+		case <-b.dialGate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	client, server := net.Pipe()
+	b.dialled.Add(1)
+	b.wg.Go(func() {
+		br := bufio.NewReader(server)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				break
+			}
+			if req.URL.Path == "/hang" {
+				io.Copy(io.Discard, br) // until the client closes
+				break
+			}
+			if _, err := io.WriteString(server, okResp); err != nil {
+				break
+			}
+		}
+		server.Close()
+		b.closed.Add(1)
+	})
+	return client, nil
+}
+
+// hang sends /hang on tr in the background: cancel ends it, and done
+// gets its error.
+func hang(tr http.RoundTripper) (cancel context.CancelFunc, done <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		_, err := get(ctx, tr, "http://backend/hang")
+		errs <- err
+	}()
+	return cancel, errs
+}
+
+// cancelHang sends /hang on tr and cancels it once it is waiting for the
+// answer: the cancellation closes its connection.
+func cancelHang(t *testing.T, tr http.RoundTripper) {
+	t.Helper()
+	cancel, done := hang(tr)
+	synctest.Wait()
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled request succeeded")
+	}
+	synctest.Wait()
+}
+
+// A connection closed by a cancellation (a hedge's loser) is replaced in
+// the background, so that the next request does not wait on a dial; not
+// when MaxIdlePerHost connections are idle already.
+func TestCancellationReplacesConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangBackend{}
+		tr, err := New(Config{DialContext: b.dial, MaxIdlePerHost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancelHang(t, tr)
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 2 || c != 1 {
+			t.Fatalf("after a cancellation: %d dialled, %d closed; want 2 and 1 (one replaced)", d, c)
+		}
+		// The next request takes the replacement: no dial.
+		resp, err := get(context.Background(), tr, "http://backend/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := b.dialled.Load(); d != 2 {
+			t.Fatalf("%d dialled after a request that found the replacement idle; want 2", d)
+		}
+		// With resp's connection held, /hang dials a third; resp's goes
+		// back idle, which fills MaxIdlePerHost: the cancellation of /hang
+		// replaces nothing.
+		cancel, done := hang(tr)
+		synctest.Wait()
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		<-done
+		synctest.Wait()
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 3 || c != 2 {
+			t.Fatalf("after a cancellation with MaxIdlePerHost idle: %d dialled, %d closed; want 3 and 2", d, c)
+		}
+		tr.CloseIdleConnections()
+		b.wg.Wait()
+	})
+}
+
+// A replacement whose dial is still under way when CloseIdleConnections
+// runs is closed as it arrives, not kept idle.
+func TestReplacementAcrossCloseIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangBackend{}
+		tr, err := New(Config{DialContext: b.dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first connection is dialled at once; then dials wait.
+		resp, err := get(context.Background(), tr, "http://backend/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.dialGate = make(chan struct{})
+		// Hold the idle one, so that the cancellation below finds none idle.
+		cancel, done := hang(tr)
+		synctest.Wait() // /hang waits on a dial (the first connection is held by resp)
+		close(b.dialGate)
+		synctest.Wait()
+		b.dialGate = make(chan struct{})
+		cancel()
+		<-done
+		synctest.Wait() // the replacement's dial is waiting at the gate
+		tr.CloseIdleConnections()
+		close(b.dialGate)
+		synctest.Wait()
+		io.ReadAll(resp.Body)
+		resp.Body.Close() // back to the pool: idle
+		synctest.Wait()
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 3 || c != 2 {
+			t.Fatalf("%d dialled, %d closed; want 3 and 2 (the cancelled one and the stale replacement)", d, c)
+		}
+		tr.CloseIdleConnections()
+		b.wg.Wait()
+	})
+}
+
+// A connection closed because its request's deadline passed is not
+// replaced: the backend may hang.
+func TestDeadlineDoesNotReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangBackend{}
+		tr, err := New(Config{DialContext: b.dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := get(ctx, tr, "http://backend/hang"); err == nil {
+			t.Fatal("a request past its deadline succeeded")
+		}
+		synctest.Wait()
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 1 || c != 1 {
+			t.Fatalf("after a deadline: %d dialled, %d closed; want 1 and 1 (none replaced)", d, c)
+		}
+		b.wg.Wait()
+	})
+}
