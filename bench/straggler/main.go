@@ -14,7 +14,9 @@
 // when read directly; for each share, -seeds runs of the gateway with
 // -hedge-delay 10ms and -hedge-fraction 0.25 or 0.2, and with the
 // reference command's -hedge-delay 25ms -hedge-fraction 0.1, one line per
-// setting with the medians of the runs:
+// setting with the medians of the runs, each run's ratio, and the CPU time
+// the hypervisor stole during each run (what moves a p99 of 500 reads
+// most on a shared virtual machine):
 //
 //	go run ./bench/straggler -shares 0.05,0.1,0.2 -seeds 5
 package main
@@ -102,7 +104,7 @@ func reference(list string, seeds int) error {
 			return fmt.Errorf("-shares: %q is not a share in [0, 1]", f)
 		}
 		for _, s := range settings {
-			var direct, hedged, ratio, attempts []float64
+			var direct, hedged, ratio, attempts, stolen []float64
 			for seed := 1; seed <= seeds; seed++ {
 				b, _ := hedge.NewBudget(s.fraction, hedge.DefaultBudgetBurst)
 				m, err := straggler.IDs(requests, share, time.Millisecond, 40*time.Millisecond)
@@ -121,6 +123,9 @@ func reference(list string, seeds int) error {
 				hedged = append(hedged, res.Hedged.P99Ms)
 				ratio = append(ratio, res.P99Ratio)
 				attempts = append(attempts, res.Hedged.BackendAttemptsPerRequest)
+				if res.Environment.StolenMs != nil {
+					stolen = append(stolen, *res.Environment.StolenMs)
+				}
 			}
 			if err := enc.Encode(struct {
 				Share              float64   `json:"slowShare"`
@@ -132,7 +137,8 @@ func reference(list string, seeds int) error {
 				Ratio              float64   `json:"p99Ratio"`
 				Ratios             []float64 `json:"p99Ratios"`
 				AttemptsPerRequest float64   `json:"backendAttemptsPerRequest"`
-			}{share, s.delay.String(), s.fraction, seeds, median(direct), median(hedged), median(ratio), ratio, median(attempts)}); err != nil {
+				Stolen             []float64 `json:"stolenMs,omitempty"`
+			}{share, s.delay.String(), s.fraction, seeds, median(direct), median(hedged), median(ratio), ratio, median(attempts), stolen}); err != nil {
 				return err
 			}
 		}

@@ -53,7 +53,7 @@ func Run(ctx context.Context, h *Header, n int, progress func(done, total int), 
 			return err
 		}
 	}
-	h.Environment.DurationMs = load.Ms(time.Since(h.Environment.Started))
+	h.Environment.finish()
 	return nil
 }
 
@@ -68,11 +68,30 @@ type Environment struct {
 	Seed       uint64    `json:"seed"`
 	Started    time.Time `json:"started"`
 	DurationMs float64   `json:"durationMs"`
+	// StolenMs is the CPU time the hypervisor took from the machine's
+	// CPUs while the run ran (Stolen); absent where it cannot be read. A
+	// tail latency measured while it was high says more about the
+	// machine than about what ran on it.
+	StolenMs *float64 `json:"stolenMs,omitempty"`
+
+	stolenAtStart time.Duration
+	stealReadable bool
 }
 
 func newEnvironment(seed uint64) Environment {
-	return Environment{
+	e := Environment{
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Seed: seed, Started: time.Now().UTC().Truncate(time.Millisecond),
+	}
+	e.stolenAtStart, e.stealReadable = Stolen()
+	return e
+}
+
+// finish records how long the run took, and what was stolen meanwhile.
+func (e *Environment) finish() {
+	e.DurationMs = load.Ms(time.Since(e.Started))
+	if now, ok := Stolen(); ok && e.stealReadable {
+		ms := load.Ms(now - e.stolenAtStart)
+		e.StolenMs = &ms
 	}
 }
