@@ -46,8 +46,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[*net.Listener]struct{}
 	conns     map[*conn]struct{}
-	closing   bool          // Shutdown or Close called
-	done      chan struct{} // closed when closing turns true
+	closing   bool // Shutdown or Close called
 	wg        sync.WaitGroup
 
 	noKeepAlives atomic.Bool
@@ -73,11 +72,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return ErrServerClosed
 	}
-	if s.listeners == nil {
-		s.listeners = map[*net.Listener]struct{}{}
-		s.conns = map[*conn]struct{}{}
-		s.done = make(chan struct{})
-	}
+	s.init()
 	s.listeners[&ln] = struct{}{}
 	s.mu.Unlock()
 	defer func() {
@@ -191,18 +186,19 @@ func (s *Server) Close() error {
 func (s *Server) beginClose() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done == nil {
-		s.listeners = map[*net.Listener]struct{}{}
-		s.conns = map[*conn]struct{}{}
-		s.done = make(chan struct{})
-	}
-	if !s.closing {
-		s.closing = true
-		s.closed.Store(true)
-		close(s.done)
-	}
+	s.init()
+	s.closing = true
+	s.closed.Store(true)
 	for ln := range s.listeners {
 		(*ln).Close()
+	}
+}
+
+// init makes s's maps, once; s.mu held.
+func (s *Server) init() {
+	if s.listeners == nil {
+		s.listeners = map[*net.Listener]struct{}{}
+		s.conns = map[*conn]struct{}{}
 	}
 }
 
