@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 
@@ -28,16 +27,6 @@ const (
 	PlainH1      = "h1"       // internal/h1server: the handler in the connection's goroutine (docs/performance.md)
 	PlainNetHTTP = "net/http" // net/http's server, as Server returns it
 )
-
-// CheckPlain returns an error naming the value unless name is a server
-// of plain-HTTP clients ("" included: the default).
-func CheckPlain(name string) error {
-	switch name {
-	case "", PlainH1, PlainNetHTTP:
-		return nil
-	}
-	return fmt.Errorf("gateway: server %q: want %q or %q", name, PlainH1, PlainNetHTTP)
-}
 
 // PlainServer returns the server of g's plain-HTTP/1.1 clients that
 // c.Plain names, with the settings Server lists: the same time limits,

@@ -101,17 +101,6 @@ func TestPlainServerSettings(t *testing.T) {
 	}
 }
 
-func TestCheckPlain(t *testing.T) {
-	for _, ok := range []string{"", PlainH1, PlainNetHTTP} {
-		if err := CheckPlain(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	if err := CheckPlain("fasthttp"); err == nil || !strings.Contains(err.Error(), `"fasthttp"`) {
-		t.Errorf("an unknown server: %v, want an error naming it", err)
-	}
-}
-
 // BenchmarkLoopbackServers is BenchmarkLoopback's proxied read (client,
 // gateway, backend in one process; the backend client internal/h1) with
 // the gateway served by each server of plain-HTTP clients:

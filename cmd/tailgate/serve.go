@@ -286,7 +286,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
 	case f.maxConns < 1:
 		return cfg, nil, fmt.Errorf("-max-conns %d must be at least 1", f.maxConns)
-	case gateway.CheckPlain(f.clientServer) != nil:
+	case f.clientServer != gateway.PlainH1 && f.clientServer != gateway.PlainNetHTTP:
 		return cfg, nil, fmt.Errorf("-client-server %q: want %q or %q", f.clientServer, gateway.PlainH1, gateway.PlainNetHTTP)
 	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
 		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
