@@ -105,6 +105,7 @@ func (c *conn) serve() {
 	c.watch.Stop()
 	defer func() {
 		c.watch.Stop()
+		c.bw.Flush() // answers to pipelined requests still held, as net/http's final flush
 		c.nc.Close()
 		c.s.setState(c.nc, http.StateClosed)
 		b.br.Reset(nil)
@@ -241,7 +242,8 @@ func (c *conn) readRequest() (*http.Request, error) {
 // does, before the connection closes.
 func (c *conn) answerError(err error) {
 	const headers = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-	c.bw.Reset(c.nc) // nothing of an earlier answer is pending: it was flushed before this read
+	// After the answers to the requests pipelined before this one, still
+	// in the buffer.
 	var ne net.Error
 	switch {
 	case err == errTooLarge:
@@ -293,6 +295,7 @@ const rstAvoidanceDelay = 500 * time.Millisecond
 func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	w := &c.w
 	w.reset(req)
+	w.body.rc = req.Body
 	if d := c.s.WriteTimeout; d > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(d))
 	}
@@ -313,7 +316,6 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		w.finish()
 		return false
 	}
-	w.body.rc = req.Body
 	if req.Body != http.NoBody {
 		req.Body = &w.body
 	}

@@ -32,11 +32,15 @@ func TestKeepAliveAndFraming(t *testing.T) {
 func TestPipelinedAnsweredInOrder(t *testing.T) {
 	addr := serve(t, &Server{}, hello)
 	c, br := dial(t, addr)
-	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: h\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n")
-	for _, want := range []struct{ method, body string }{{"GET", "hello /1"}, {"HEAD", ""}, {"GET", "hello /3"}} {
+	// The last is malformed: refused after the answers to those before it.
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: h\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\nGET /4 HTTP/1.1\r\n\r\n")
+	for _, want := range []struct {
+		method, body string
+		code         int
+	}{{"GET", "hello /1", 200}, {"HEAD", "", 200}, {"GET", "hello /3", 200}, {"GET", "400 Bad Request: missing required Host header", 400}} {
 		resp, body := readResponse(t, br, want.method)
-		if body != want.body || resp.ContentLength != int64(len("hello /2")) && want.method == "HEAD" {
-			t.Errorf("%s: %q (length %d), want %q", want.method, body, resp.ContentLength, want.body)
+		if resp.StatusCode != want.code || body != want.body || resp.ContentLength != int64(len("hello /2")) && want.method == "HEAD" {
+			t.Errorf("%s: %d %q (length %d), want %d %q", want.method, resp.StatusCode, body, resp.ContentLength, want.code, want.body)
 		}
 	}
 }
