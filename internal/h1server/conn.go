@@ -28,9 +28,11 @@ type conn struct {
 	bw     *bufio.Writer
 	w      response
 
-	mu   sync.Mutex
-	cond sync.Cond
-	idle bool // waiting for a request's first byte; guarded by mu
+	mu     sync.Mutex
+	cond   sync.Cond
+	idle   bool      // waiting for a request's first byte; guarded by mu
+	fresh  bool      // no request yet; guarded by mu
+	opened time.Time // when accepted
 
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
@@ -83,7 +85,7 @@ type buffers struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc}
+	c := &conn{s: s, nc: nc, fresh: true, opened: time.Now()}
 	c.cond.L = &c.mu
 	c.cr.nc, c.cr.remain = nc, -1
 	if ra := nc.RemoteAddr(); ra != nil {
@@ -173,19 +175,25 @@ func (c *conn) waitForRequest(first bool) bool {
 	c.mu.Unlock()
 	_, err := c.br.Peek(1)
 	c.mu.Lock()
-	c.idle = false
+	c.idle, c.fresh = false, false
 	c.mu.Unlock()
 	return err == nil
 }
 
-// closeIfIdle closes c if it waits for a request (Shutdown).
+// closeIfIdle closes c if it waits for a request: between two, or for its
+// first once it has had freshGrace to send it (as net/http, which leaves a
+// new connection that long: its request may be on the way).
 func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle {
+	if c.idle && (!c.fresh || time.Since(c.opened) > freshGrace) {
 		c.nc.Close()
 	}
 }
+
+// freshGrace is how long a new connection may wait for its first request
+// before Shutdown counts it idle.
+const freshGrace = 5 * time.Second
 
 // errTooLarge: the header block went over the limit.
 var errTooLarge = errors.New("h1server: request header too large")

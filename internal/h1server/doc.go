@@ -8,8 +8,9 @@
 //
 // Contract (Server), as net/http's http.Server with the same settings:
 //   - Requests are parsed by http.ReadRequest, with net/http's server's
-//     own checks after it (Host present and single, header names and
-//     values valid, HTTP/1.x only). A header block over MaxHeaderBytes
+//     own checks after it (header names and values valid, HTTP/1.x only,
+//     a Host on HTTP/1.1: one, not empty, unless the target is in
+//     absolute form, whose host wins). A header block over MaxHeaderBytes
 //     (plus 4 KiB, as net/http) is answered 431, a transfer coding other
 //     than chunked 501, any other malformed request 400, each with the
 //     connection closed; an Expect other than 100-continue 417.
@@ -31,8 +32,9 @@
 //     to go away: a request without a body that is still running after
 //     Server.WatchAfter gets a background read of its connection, whose
 //     EOF or error cancels it. Requests with a body are not watched.
-//   - A panic in the handler closes the connection without an answer;
-//     but for http.ErrAbortHandler it is logged to ErrorLog.
+//   - A panic in the handler closes the connection after what was
+//     committed of the answer; unless it is http.ErrAbortHandler, it is
+//     logged to ErrorLog with its stack.
 //   - ConnState reports new, active, idle and closed as net/http does;
 //     Shutdown closes idle connections and waits for the others to finish
 //     their request; Close closes them all.

@@ -136,9 +136,26 @@ func (s *Server) untrack(c *conn) {
 	s.wg.Done()
 }
 
-// SetKeepAlivesEnabled(false) closes each connection after its current
-// request, and tells clients so (Connection: close), as net/http does.
-func (s *Server) SetKeepAlivesEnabled(v bool) { s.noKeepAlives.Store(!v) }
+// SetKeepAlivesEnabled(false) closes the idle connections, and each other
+// after its current request, telling its client so (Connection: close),
+// as net/http does.
+func (s *Server) SetKeepAlivesEnabled(v bool) {
+	s.noKeepAlives.Store(!v)
+	if !v {
+		s.closeIdle()
+	}
+}
+
+// closeIdle closes the connections waiting for a request, and returns how
+// many are open.
+func (s *Server) closeIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.closeIfIdle()
+	}
+	return len(s.conns)
+}
 
 func (s *Server) keepAlives() bool { return !s.noKeepAlives.Load() && !s.isClosing() }
 
@@ -148,13 +165,7 @@ func (s *Server) keepAlives() bool { return !s.noKeepAlives.Load() && !s.isClosi
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginClose()
 	for {
-		s.mu.Lock()
-		for c := range s.conns {
-			c.closeIfIdle()
-		}
-		n := len(s.conns)
-		s.mu.Unlock()
-		if n == 0 {
+		if s.closeIdle() == 0 {
 			return nil
 		}
 		select {

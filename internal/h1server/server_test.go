@@ -359,3 +359,25 @@ func TestConnStates(t *testing.T) {
 		}
 	}
 }
+
+// SetKeepAlivesEnabled(false) closes an idle connection at once, and a
+// busy one after its answer, which says so.
+func TestKeepAlivesDisabled(t *testing.T) {
+	s := &Server{}
+	addr := serve(t, s, hello)
+	idle, ibr := dial(t, addr)
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResponse(t, ibr, "GET")
+	s.SetKeepAlivesEnabled(false)
+	if b, err := io.ReadAll(ibr); len(b) > 0 || err != nil {
+		t.Errorf("idle connection: %q %v, want closed", b, err)
+	}
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, _ := readResponse(t, br, "GET"); !resp.Close {
+		t.Error("an answer after keep-alives were turned off does not say Connection: close")
+	}
+	if b, err := io.ReadAll(br); len(b) > 0 || err != nil {
+		t.Errorf("after the answer: %q %v, want closed", b, err)
+	}
+}
