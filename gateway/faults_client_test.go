@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
@@ -247,31 +246,52 @@ var clientCases = []clientCase{
 		status: 200, by: byBackend, seen: header("X-Forwarded-For", "127.0.0.1")},
 }
 
+// plainServers are the servers of plain-HTTP clients every client case
+// runs against: tailgate serve's choice (-client-server).
+var plainServers = []string{PlainH1, PlainNetHTTP}
+
 func TestClientFaults(t *testing.T) {
-	for _, c := range clientCases {
-		t.Run(c.name, func(t *testing.T) { runClientCase(t, c) })
+	for _, plain := range plainServers {
+		t.Run(plain, func(t *testing.T) {
+			for _, c := range clientCases {
+				t.Run(c.name, func(t *testing.T) { runClientCase(t, c, plain) })
+			}
+		})
 	}
 }
 
+// servePlain serves g to plain-HTTP clients on a loopback listener with
+// the server plain names, until the test ends; it returns the address.
+func servePlain(t *testing.T, g *Gateway, plain string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := g.PlainServer(ServerConfig{Plain: plain})
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
 // runClientCase runs c against a fresh gateway over one backend that
-// answers "a" to everything.
-func runClientCase(t *testing.T, c clientCase) {
+// answers "a" to everything, served by the server plain names.
+func runClientCase(t *testing.T, c clientCase, plain string) {
 	a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") })
 	g, err := New(Config{Backends: []string{a.URL}, Timeout: clientTimeout, TrustedHop: c.trusted,
 		Policy: hedge.Policy{MaxAttempts: 1}, DisableProbation: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = g.Server(ServerConfig{})
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		g.Close()
-	})
+	t.Cleanup(g.Close) // after the server's Close, registered next
+	addr := servePlain(t, g, plain)
 	backendAddr := strings.TrimPrefix(a.URL, "http://")
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
@@ -33,6 +35,11 @@ import (
 //     client-address header but the X-Forwarded-For, -Host and -Proto the
 //     gateway wrote; ties never;
 //   - every other end-to-end header is forwarded as the client sent it.
+//
+// Each input is checked twice over: handed to the gateway as parsed here,
+// and sent as bytes to the gateway served by each server of plain-HTTP
+// clients (plainServers), which may also refuse it before the gateway
+// sees it (any refusal that closes and sends nothing is safe).
 //
 // The seed corpus runs as a test; `go test -run '^$' -fuzz
 // FuzzRequestHygiene ./gateway/` explores.
@@ -76,6 +83,22 @@ func FuzzRequestHygiene(f *testing.F) {
 		f.Cleanup(g.Close)
 		gateways[trusted] = g
 	}
+	// served[trusted][i]: the address of gateways[trusted] served by
+	// plainServers[i].
+	served := map[bool][]string{}
+	for _, trusted := range []bool{false, true} {
+		for _, plain := range plainServers {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				f.Fatal(err)
+			}
+			srv := gateways[trusted].PlainServer(ServerConfig{Plain: plain})
+			done := make(chan struct{})
+			go func() { srv.Serve(ln); close(done) }()
+			f.Cleanup(func() { srv.Close(); <-done })
+			served[trusted] = append(served[trusted], ln.Addr().String())
+		}
+	}
 
 	f.Fuzz(func(t *testing.T, method, target, headers string, trusted bool) {
 		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(method + " " + target + " HTTP/1.1\r\n" + headers + "\r\n")))
@@ -90,7 +113,49 @@ func FuzzRequestHygiene(f *testing.F) {
 		if broken := hygiene(r, w.Code, w.Header().Get("Connection"), sent, backends, trusted); len(broken) > 0 {
 			t.Fatalf("%q %q %q (trusted %v):\n%s", method, target, headers, trusted, strings.Join(broken, "\n"))
 		}
+		for i, addr := range served[trusted] {
+			if broken := hygieneServed(t, addr, rt, method, target, headers, backends, trusted); len(broken) > 0 {
+				t.Fatalf("%q %q %q (trusted %v) through %s:\n%s", method, target, headers, trusted, plainServers[i], strings.Join(broken, "\n"))
+			}
+		}
 	})
+}
+
+// hygieneServed sends the request as bytes to a gateway served at addr
+// whose transport is rt, and returns the rules its handling broke.
+func hygieneServed(t *testing.T, addr string, rt *sentRecorder, method, target, headers string, backends []string, trusted bool) []string {
+	t.Helper()
+	raw := method + " " + target + " HTTP/1.1\r\n" + headers + "\r\n"
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err) // parsed before the call
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(clientTimeout))
+	r.RemoteAddr = conn.LocalAddr().String()
+	rt.takeUnkeyed() // nothing left from an earlier input
+	io.WriteString(conn, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		return []string{fmt.Sprintf("no answer: %v", err)}
+	}
+	resp.Body.Close()
+	conn.Close()
+	var sent []*http.Request
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusGatewayTimeout {
+		sent = rt.takeUnkeyed() // what the gateway sent went before its answer
+	} else if sent = rt.takeUnkeyed(); len(sent) == 0 && resp.StatusCode >= 400 && resp.Close {
+		return nil // refused, closed, nothing sent: by the server or the gateway, safe
+	}
+	connection := ""
+	if resp.Close {
+		connection = "close" // ReadResponse takes it out of the header
+	}
+	return hygiene(r, resp.StatusCode, connection, sent, backends, trusted)
 }
 
 // hygiene returns the rules r's handling broke: the gateway answered it
@@ -145,7 +210,7 @@ func hygiene(r *http.Request, code int, connection string, sent []*http.Request,
 			named[strings.ToLower(strings.TrimSpace(tok))] = true
 		}
 	}
-	const peer = "192.0.2.1"
+	peer, _, _ := net.SplitHostPort(r.RemoteAddr)
 	for k, vs := range out.Header {
 		lk := strings.ToLower(k)
 		switch {
@@ -212,20 +277,36 @@ var clientAddress = []string{"forwarded", "x-real-ip", "true-client-ip"}
 type recordKey struct{}
 
 // sentRecorder is a backend transport that sends nothing: it records each
-// request in the slice its context names and answers 200 "ok".
-type sentRecorder struct{ mu sync.Mutex }
+// request in the slice its context names (or, from a request through a
+// server, whose context the test cannot set, in its own) and answers 200
+// "ok".
+type sentRecorder struct {
+	mu      sync.Mutex
+	unkeyed []*http.Request
+}
 
 func (b *sentRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.mu.Lock()
 	if sent, ok := r.Context().Value(recordKey{}).(*[]*http.Request); ok {
-		b.mu.Lock()
 		*sent = append(*sent, r.Clone(context.Background()))
-		b.mu.Unlock()
+	} else {
+		b.unkeyed = append(b.unkeyed, r.Clone(context.Background()))
 	}
+	b.mu.Unlock()
 	return &http.Response{
 		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Length": {"2"}}, ContentLength: 2,
 		Body: io.NopCloser(strings.NewReader("ok")), Request: r,
 	}, nil
+}
+
+// takeUnkeyed returns and forgets the requests recorded without a slot.
+func (b *sentRecorder) takeUnkeyed() []*http.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sent := b.unkeyed
+	b.unkeyed = nil
+	return sent
 }
 
 // hygiene's rules catch what they should: each way a forwarded request
@@ -237,6 +318,7 @@ func TestHygieneRulesCatchLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.RemoteAddr = "192.0.2.1:1234"
 	backends := []string{"http://127.0.0.1:1"}
 	good := func() *http.Request {
 		return &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:1", Opaque: "/a%2Fb"}, Header: http.Header{

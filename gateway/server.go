@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 )
@@ -17,6 +18,13 @@ type ServerConfig struct {
 	// one 431 and closes the connection. Default DefaultMaxHeaderBytes
 	// (64 KiB).
 	MaxHeaderBytes int
+	// ConnState, if set, is told each client connection's state changes,
+	// as http.Server.ConnState is (connlimit.Listener.ConnState).
+	ConnState func(net.Conn, http.ConnState)
+	// Plain names the server of plain-HTTP/1.1 clients PlainServer
+	// returns: PlainH1 (internal/h1server; "" means it) or PlainNetHTTP
+	// (net/http's, as Server returns).
+	Plain string
 }
 
 // Server returns an http.Server that serves g to clients: the one home of
@@ -44,27 +52,46 @@ type ServerConfig struct {
 // MaxHeaderBytes as the header list size advertised and enforced; the
 // replicas get X-Forwarded-Proto https.
 func (g *Gateway) Server(c ServerConfig) *http.Server {
+	c = g.serverSettings(c)
+	return &http.Server{
+		Handler:                      g,
+		DisableGeneralOptionsHandler: true,
+		ReadHeaderTimeout:            readHeaderTimeout,
+		ReadTimeout:                  readTimeout,
+		WriteTimeout:                 g.writeTimeout(),
+		IdleTimeout:                  idleTimeout,
+		MaxHeaderBytes:               c.MaxHeaderBytes,
+		ConnState:                    c.ConnState,
+		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// The time limits on a client connection's phases (see Server).
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
+// serverSettings returns c with its defaults filled in.
+func (g *Gateway) serverSettings(c ServerConfig) ServerConfig {
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
+	return c
+}
+
+// writeTimeout returns the write limit of a server built now, and
+// records it for extendWrite.
+func (g *Gateway) writeTimeout() time.Duration {
 	write := g.view.Load().timeout + serverSlack
 	for {
 		// The smallest of the servers': each request that may take longer
 		// extends its own (see extendWrite).
 		cur := g.serverWrite.Load()
 		if cur > 0 && cur <= int64(write) || g.serverWrite.CompareAndSwap(cur, int64(write)) {
-			break
+			return write
 		}
-	}
-	return &http.Server{
-		Handler:                      g,
-		DisableGeneralOptionsHandler: true,
-		ReadHeaderTimeout:            5 * time.Second,
-		ReadTimeout:                  10 * time.Second,
-		WriteTimeout:                 write,
-		IdleTimeout:                  60 * time.Second,
-		MaxHeaderBytes:               c.MaxHeaderBytes,
-		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 }
 

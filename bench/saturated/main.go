@@ -90,7 +90,7 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second}
+	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
 	go srv.Serve(ln)
 	defer srv.Close()
 	client := &http.Client{Transport: hedge.NewBaseTransport(), Timeout: 10 * time.Second}

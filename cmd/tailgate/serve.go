@@ -59,6 +59,7 @@ type serveFlags struct {
 	drain          time.Duration
 	maxHeaderBytes int
 	maxConns       int
+	clientServer   string
 	logFormat      string
 	logLevel       string
 	accessLog      string
@@ -163,6 +164,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to http:// replicas: "http1" or "h2c" (https:// replicas negotiate HTTP/2 or HTTP/1.1 by ALPN)`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request line and header block accepted from clients; larger: 431")
+	fs.StringVar(&f.clientServer, "client-server", gateway.PlainH1, `the server of plain-HTTP clients: "h1" (the gateway's own, internal/h1server) or "net/http" (Go's, as before: a fallback); clients over TLS are served by net/http either way; needs a restart to change`)
 	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "client connections open at once (about 22 KiB each when idle); beyond it a new connection closes the longest-idle keep-alive one, or is refused (reset) when none is idle")
 	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
@@ -284,6 +286,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
 	case f.maxConns < 1:
 		return cfg, nil, fmt.Errorf("-max-conns %d must be at least 1", f.maxConns)
+	case f.clientServer != gateway.PlainH1 && f.clientServer != gateway.PlainNetHTTP:
+		return cfg, nil, fmt.Errorf("-client-server %q: want %q or %q", f.clientServer, gateway.PlainH1, gateway.PlainNetHTTP)
 	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
 		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
 	case f.probMinExcess < 0:
@@ -377,15 +381,23 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	go func() { trimAfterWaves(trimCtx, ln, logger, trimPoll, trimMinDrop); close(trimmed) }()
 	watched := func() {}
 	defer func() { stopTrim(); <-trimmed; watched() }()
-	srv := g.Server(gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes})
-	srv.ConnState = ln.ConnState // tells the limit which connections are idle
-	servers := []*http.Server{srv}
+	// ConnState tells the limit which connections are idle.
+	sc := gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes, ConnState: ln.ConnState, Plain: f.clientServer}
+	var srv gateway.ClientServer
 	errs := make(chan error, 2)
-	watched = r.serveClients(trimCtx, srv, ln, errs)
-	if f.tied {
-		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
+	if r.certs != nil {
+		hs := g.Server(sc) // HTTP/2 by ALPN: net/http's
+		srv = hs
+		watched = r.serveClients(trimCtx, hs, ln, errs)
 	} else {
-		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
+		srv = g.PlainServer(sc)
+		go func() { errs <- srv.Serve(ln) }()
+	}
+	servers := []gateway.ClientServer{srv}
+	if f.tied {
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "server", serverName(r, f), "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
+	} else {
+		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "server", serverName(r, f), "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
 	}
 	if f.admin != "" {
 		aln, err := net.Listen("tcp", f.admin)
@@ -424,6 +436,14 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	return drain(g, r.current(), servers, errs, logger)
 }
 
+// serverName names the server of the client listener, for the log.
+func serverName(r *reloader, f *serveFlags) string {
+	if r.certs != nil {
+		return gateway.PlainNetHTTP
+	}
+	return f.clientServer
+}
+
 // drain ends serving as load balancers expect: /readyz turns 503 at once,
 // while requests are still served for -drain-delay, so that balancers see
 // it and stop sending before the listener closes (Kubernetes removes a
@@ -437,7 +457,7 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 // equivalents: a process that is not behind a balancer (a test, a
 // developer's terminal) should not wait, and one that is knows its
 // balancer's health-check interval.
-func drain(g *gateway.Gateway, f *serveFlags, servers []*http.Server, errs <-chan error, logger *slog.Logger) error {
+func drain(g *gateway.Gateway, f *serveFlags, servers []gateway.ClientServer, errs <-chan error, logger *slog.Logger) error {
 	g.StartDrain()
 	servers[0].SetKeepAlivesEnabled(false)
 	if f.drainDelay > 0 {

@@ -62,7 +62,7 @@ func ServeGateway(g *gateway.Gateway) (url string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	srv := g.Server(gateway.ServerConfig{}) // as tailgate serve serves it
+	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }

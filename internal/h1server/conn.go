@@ -1,0 +1,367 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// conn is one client connection: its buffers, its ResponseWriter and
+// the watch on its client, all reused from request to request.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+	base   context.Context // the requests' parent: LocalAddrContextKey
+	cr     connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	w      response
+
+	mu     sync.Mutex
+	cond   sync.Cond
+	idle   bool      // waiting for a request's first byte; guarded by mu
+	fresh  bool      // no request yet; guarded by mu
+	opened time.Time // when accepted
+
+	// The watch on the client while a handler runs (see watch.go).
+	watch    *time.Timer
+	cancel   context.CancelFunc // the current request's; guarded by mu
+	bg       bgState            // guarded by mu
+	stopping bool               // the request ended: a read error is ours; guarded by mu
+}
+
+// connReader is what the bufio.Reader reads: the connection, bounded
+// while a header block is read, with the byte a background read took.
+type connReader struct {
+	nc      net.Conn
+	remain  int64 // bytes left before the header limit; < 0: no limit
+	hit     bool  // the limit was reached
+	one     [1]byte
+	hasByte bool
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.remain == 0 {
+		r.hit = true
+		return 0, io.EOF
+	}
+	if r.remain > 0 && int64(len(p)) > r.remain {
+		p = p[:r.remain]
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if r.hasByte {
+		p[0], r.hasByte, n = r.one[0], false, 1
+	} else {
+		n, err = r.nc.Read(p)
+	}
+	if r.remain > 0 {
+		r.remain -= int64(n)
+	}
+	return n, err
+}
+
+var bufPool = sync.Pool{New: func() any {
+	return &buffers{br: bufio.NewReaderSize(nil, 4<<10), bw: bufio.NewWriterSize(nil, 4<<10)}
+}}
+
+type buffers struct {
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, fresh: true, opened: time.Now()}
+	c.cond.L = &c.mu
+	c.cr.nc, c.cr.remain = nc, -1
+	if ra := nc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
+	c.base = context.WithValue(context.Background(), http.LocalAddrContextKey, nc.LocalAddr())
+	c.w.c = c
+	c.w.header = http.Header{}
+	return c
+}
+
+// serve reads and answers requests until the connection ends.
+func (c *conn) serve() {
+	b := bufPool.Get().(*buffers)
+	b.br.Reset(&c.cr)
+	b.bw.Reset(c.nc)
+	c.br, c.bw = b.br, b.bw
+	c.watch = time.AfterFunc(time.Hour, c.backgroundRead)
+	c.watch.Stop()
+	defer func() {
+		c.watch.Stop()
+		c.bw.Flush() // answers to pipelined requests still held, as net/http's final flush
+		c.nc.Close()
+		c.s.setState(c.nc, http.StateClosed)
+		b.br.Reset(nil)
+		b.bw.Reset(nil)
+		c.br, c.bw = nil, nil
+		bufPool.Put(b)
+		c.s.untrack(c)
+	}()
+	first := true
+	for {
+		if !c.waitForRequest(first) {
+			return
+		}
+		c.s.setState(c.nc, http.StateActive)
+		t0 := time.Now()
+		if !first {
+			if d := c.s.readHeaderTimeout(); d > 0 {
+				c.nc.SetReadDeadline(t0.Add(d))
+			}
+		}
+		first = false
+		req, err := c.readRequest()
+		if err != nil {
+			c.answerError(err)
+			return
+		}
+		if c.s.isClosing() {
+			return // as net/http: a request read after Shutdown began is dropped
+		}
+		if !c.serveRequest(req, t0) {
+			return
+		}
+		c.s.setState(c.nc, http.StateIdle)
+		if !c.s.keepAlives() {
+			return
+		}
+	}
+}
+
+// waitForRequest waits for the next request's first byte: bounded by
+// the header timeout on a new connection, by the idle timeout between
+// requests. Answers written so far leave first, in one write for all the
+// requests pipelined before it. False: the connection is to close.
+func (c *conn) waitForRequest(first bool) bool {
+	// The header limit counts from here: what is read to wait goes into
+	// the header block.
+	c.cr.remain, c.cr.hit = c.s.maxHeaderBytes(), false
+	if c.br.Buffered() > 0 {
+		return true
+	}
+	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
+		return false
+	}
+	d := c.s.idleTimeout()
+	if first {
+		d = c.s.readHeaderTimeout()
+	}
+	if d > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(d))
+	} else if !first {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	c.mu.Lock()
+	c.idle = true
+	c.mu.Unlock()
+	_, err := c.br.Peek(1)
+	c.mu.Lock()
+	c.idle, c.fresh = false, false
+	c.mu.Unlock()
+	return err == nil
+}
+
+// closeIfIdle closes c if it waits for a request: between two, or for its
+// first once it has had freshGrace to send it (as net/http, which leaves a
+// new connection that long: its request may be on the way).
+func (c *conn) closeIfIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle && (!c.fresh || time.Since(c.opened) > freshGrace) {
+		c.nc.Close()
+	}
+}
+
+// freshGrace is how long a new connection may wait for its first request
+// before Shutdown counts it idle.
+const freshGrace = 5 * time.Second
+
+// errTooLarge: the header block went over the limit.
+var errTooLarge = errors.New("h1server: request header too large")
+
+// statusError is a request refused before its handler, with its status.
+type statusError struct {
+	code int
+	text string
+}
+
+func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.text }
+
+// readRequest reads a request's header block and checks it as net/http's
+// server does after http.ReadRequest.
+func (c *conn) readRequest() (*http.Request, error) {
+	req, err := http.ReadRequest(c.br)
+	hit := c.cr.hit
+	c.cr.remain = -1
+	if err != nil {
+		if hit {
+			return nil, errTooLarge
+		}
+		return nil, err
+	}
+	if req.ProtoMajor != 1 && !(req.ProtoMajor == 2 && req.ProtoMinor == 0 && req.Method == "PRI" && req.RequestURI == "*") {
+		return nil, statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
+	}
+	// http.ReadRequest refuses two Host headers, and moves the one to
+	// req.Host unless the target is in absolute form (whose host wins).
+	if req.URL.Host == "" {
+		if req.Host == "" && req.ProtoAtLeast(1, 1) && req.Method != "PRI" && req.Method != "CONNECT" {
+			// Absent, or empty (which net/http lets through).
+			return nil, statusError{http.StatusBadRequest, "missing required Host header"}
+		}
+		if !httpguts.ValidHostHeader(req.Host) {
+			return nil, statusError{http.StatusBadRequest, "malformed Host header"}
+		}
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, statusError{http.StatusBadRequest, "invalid header name"}
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, statusError{http.StatusBadRequest, "invalid header value"}
+			}
+		}
+	}
+	req.RemoteAddr = c.remote
+	return req, nil
+}
+
+// answerError answers a request that could not be read, as net/http
+// does, before the connection closes.
+func (c *conn) answerError(err error) {
+	const headers = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+	// After the answers to the requests pipelined before this one, still
+	// in the buffer.
+	var ne net.Error
+	switch {
+	case err == errTooLarge:
+		const public = "431 Request Header Fields Too Large"
+		c.bw.WriteString("HTTP/1.1 " + public + headers + public)
+		c.bw.Flush()
+		c.closeWriteAndWait()
+	case strings.HasPrefix(err.Error(), "unsupported transfer encoding"):
+		// Its value is not echoed back: no reflected content.
+		c.bw.WriteString("HTTP/1.1 501 Not Implemented" + headers + "Unsupported transfer encoding")
+		c.bw.Flush()
+	case err == io.EOF || errors.As(err, &ne) && ne.Timeout() || isReadError(err):
+		// The client left or stalled: no answer.
+	default:
+		var se statusError
+		if errors.As(err, &se) {
+			fmt.Fprintf(c.bw, "HTTP/1.1 %d %s: %s%s%d %s: %s", se.code, http.StatusText(se.code), se.text, headers, se.code, http.StatusText(se.code), se.text)
+		} else {
+			c.bw.WriteString("HTTP/1.1 400 Bad Request" + headers + "400 Bad Request")
+		}
+		c.bw.Flush()
+	}
+}
+
+func isReadError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "read"
+}
+
+// closeWriteAndWait sends a FIN after the answer and lingers, as
+// net/http does, so that the client reads the answer before any reset
+// its unread request bytes would cause.
+func (c *conn) closeWriteAndWait() {
+	c.bw.Flush()
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	// Read and drop what comes until the client closes, at most
+	// rstAvoidanceDelay: ends early once the client has its answer.
+	c.nc.SetReadDeadline(time.Now().Add(rstAvoidanceDelay))
+	io.Copy(io.Discard, c.nc)
+}
+
+// rstAvoidanceDelay is net/http's.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+// serveRequest runs the handler on req, which arrived at t0, and finishes
+// its answer. False: the connection is to close.
+func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
+	w := &c.w
+	w.reset(req)
+	w.body.rc = req.Body
+	if d := c.s.WriteTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
+	if req.ProtoMajor == 2 {
+		w.closeAfter = true // PRI * HTTP/2.0: h2c prior knowledge, not served here
+	}
+	if req.Body != http.NoBody {
+		if d := c.s.ReadTimeout; d > 0 {
+			c.nc.SetReadDeadline(t0.Add(d))
+		}
+	}
+	if expect := req.Header.Get("Expect"); hasToken(expect, "100-continue") {
+		w.body.expect = req.Body != http.NoBody && req.ProtoAtLeast(1, 1)
+	} else if expect != "" {
+		w.header.Set("Connection", "close")
+		w.closeAfter = true
+		w.WriteHeader(http.StatusExpectationFailed)
+		w.finish()
+		return false
+	}
+	if req.Body != http.NoBody {
+		req.Body = &w.body
+	}
+	ctx, cancel := context.WithCancel(c.base)
+	req = req.WithContext(ctx)
+	w.req = req
+	watched := req.Body == http.NoBody
+	if watched {
+		c.startWatch(cancel, t0)
+	}
+	panicked := c.runHandler(w, req)
+	if watched {
+		c.stopWatch()
+	}
+	cancel()
+	if panicked {
+		// What was committed leaves, as net/http flushes it: earlier
+		// pipelined answers, or a part of this one.
+		c.bw.Flush()
+		return false
+	}
+	w.finish()
+	return !w.closeAfter && w.err == nil
+}
+
+// runHandler runs the handler, and reports whether it panicked (logged
+// unless http.ErrAbortHandler, as net/http does).
+func (c *conn) runHandler(w *response, req *http.Request) (panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = true
+			if p != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("h1server: panic serving %v: %v\n%s", c.remote, p, buf)
+			}
+		}
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	return false
+}
