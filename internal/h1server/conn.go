@@ -172,7 +172,14 @@ func (c *conn) waitForRequest(first bool) bool {
 	}
 	c.mu.Lock()
 	c.idle = true
+	// Keep-alives turned off (or Shutdown begun) after the serve loop
+	// looked, but before this connection counted as idle: closeIdle
+	// missed it, so it closes itself rather than wait out the idle limit.
+	stop := !first && !c.s.keepAlives()
 	c.mu.Unlock()
+	if stop {
+		return false
+	}
 	_, err := c.br.Peek(1)
 	c.mu.Lock()
 	c.idle, c.fresh = false, false
