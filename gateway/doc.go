@@ -20,6 +20,8 @@
 //     connection phase, a header size limit, and OPTIONS * left to the
 //     gateway (405). Over TLS it serves HTTP/2 too; CertFiles gives it a
 //     certificate read from files that rotates without a restart.
+//     PlainServer serves plain-HTTP/1.1 clients with the same settings on
+//     a faster server of the gateway's own (or net/http's, by choice).
 //   - Backends may be https:// (Config.BackendTLS: roots, client
 //     certificate, server name), over HTTP/2 when ALPN agrees, so that a
 //     cancelled loser resets one stream and keeps its connection; Reload

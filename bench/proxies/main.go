@@ -9,7 +9,7 @@
 //	        -cpuprofile gw.pprof -profile-after 2s -profile-for 10s
 //
 // The gateway mode builds the gateway as tailgate serve does (gateway.New,
-// Gateway.Server) with serve's defaults, the limits bench/gateway.sh gives
+// Gateway.PlainServer, -client-server h1 or net/http) with serve's defaults, the limits bench/gateway.sh gives
 // serve, and no admin listener; it lacks only serve's connection limit.
 package main
 
@@ -40,6 +40,7 @@ func main() {
 	cpuprofile := fs.String("cpuprofile", "", "gateway: write a CPU profile here")
 	after := fs.Duration("profile-after", 2*time.Second, "gateway: start the profile this long after listening")
 	span := fs.Duration("profile-for", 10*time.Second, "gateway: profile this long")
+	clientServer := fs.String("client-server", gateway.PlainH1, "gateway: the server of its clients, h1 or net/http (as tailgate serve's flag)")
 	fs.Parse(os.Args[2:])
 	if host, _, err := net.SplitHostPort(*listen); err != nil || !net.ParseIP(host).IsLoopback() {
 		log.Fatalf("-listen %q: want a loopback address", *listen)
@@ -67,10 +68,14 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		srv = g.Server(gateway.ServerConfig{})
 		if *cpuprofile != "" {
 			go profile(*cpuprofile, *after, *span)
 		}
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(g.PlainServer(gateway.ServerConfig{Plain: *clientServer}).Serve(ln))
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}

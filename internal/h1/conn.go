@@ -26,7 +26,7 @@ type conn struct {
 	abort  func()          // closes nc; made once, for context.AfterFunc
 	ctx    context.Context // the exchange's, for abort; nil while idle
 	idleAt time.Time       // when it went idle (under pool.mu)
-	reused bool            // served a request before the current one
+	pooled bool            // waited idle in the pool before the current request: the server may have closed it meanwhile
 }
 
 // connReader is what the conn's bufio.Reader reads from: it bounds the
@@ -176,7 +176,7 @@ func (c *conn) release(stop func() bool, keep bool) {
 		c.close()
 		return
 	}
-	c.reused, c.ctx = true, nil
+	c.ctx = nil
 	c.pool.put(c)
 }
 
@@ -342,7 +342,7 @@ func (p *hostPool) put(c *conn) {
 		c.close()
 		return
 	}
-	c.idleAt = now
+	c.idleAt, c.pooled = now, true
 	p.idle = append(p.idle, c)
 	if !p.armed {
 		p.armed = true

@@ -25,7 +25,8 @@
 //   - A connection goes back to the pool only when its response body was
 //     read to its end and closed, the response allowed keep-alive, and
 //     nothing more was received; a body closed early closes it.
-//   - An idempotent request that fails on a reused connection before any
+//   - An idempotent request that fails on a connection taken from the
+//     pool (a reused one, or a replacement that waited there) before any
 //     byte of an answer (the server had closed it while idle) is sent
 //     again, once, on a new connection.
 //   - Idle connections are kept LIFO, at most MaxIdlePerHost per address,

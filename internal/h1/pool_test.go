@@ -282,3 +282,42 @@ func TestDeadlineDoesNotReplace(t *testing.T) {
 		b.wg.Wait()
 	})
 }
+
+// A replacement the server closed while it waited in the pool (a header
+// timeout on a connection that never carried a request) is retried as a
+// reused connection would be: the GET that takes it is sent again, once,
+// on a new connection, and succeeds.
+func TestReplacementClosedWhileIdleRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangBackend{}
+		var n atomic.Int32
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if n.Add(1) != 2 {
+				return b.dial(ctx, network, addr)
+			}
+			// The replacement: its server gives up on it before any request.
+			client, server := net.Pipe()
+			server.Close()
+			return client, nil
+		}
+		tr, err := New(Config{DialContext: dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancelHang(t, tr)
+		if n.Load() != 2 {
+			t.Fatalf("%d dials after a cancellation; want 2 (the replacement)", n.Load())
+		}
+		resp, err := get(context.Background(), tr, "http://backend/x")
+		if err != nil {
+			t.Fatalf("GET on a replacement closed while idle: %v; want it sent again", err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n.Load() != 3 {
+			t.Errorf("%d dials; want 3 (the retry's new one)", n.Load())
+		}
+		tr.CloseIdleConnections()
+		b.wg.Wait()
+	})
+}

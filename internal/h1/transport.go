@@ -144,9 +144,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	reused := c.reused
+	pooled := c.pooled
 	resp, err := c.roundTrip(ctx, req, t.maxHeader)
-	if err == nil || !reused || c.cr.n > 0 || ctx.Err() != nil || !replayable(req) {
+	if err == nil || !pooled || c.cr.n > 0 || ctx.Err() != nil || !replayable(req) {
 		return resp, err
 	}
 	// The server closed the idle connection as it was taken (its idle
