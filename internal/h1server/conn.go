@@ -318,9 +318,13 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		w.closeAfter = true // PRI * HTTP/2.0: h2c prior knowledge, not served here
 	}
 	if req.Body != http.NoBody {
+		// As net/http: past the header, the whole request's deadline,
+		// none without ReadTimeout (not the header's, still set).
+		var end time.Time
 		if d := c.s.ReadTimeout; d > 0 {
-			c.nc.SetReadDeadline(t0.Add(d))
+			end = t0.Add(d)
 		}
+		c.nc.SetReadDeadline(end)
 	}
 	if expect := req.Header.Get("Expect"); hasToken(expect, "100-continue") {
 		w.body.expect = req.Body != http.NoBody && req.ProtoAtLeast(1, 1)
