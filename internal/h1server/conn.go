@@ -118,10 +118,13 @@ func (c *conn) serve() {
 	}()
 	first := true
 	for {
-		if !c.waitForRequest(first) {
+		ok, waited := c.waitForRequest(first)
+		if !ok {
 			return
 		}
-		c.s.setState(c.nc, http.StateActive)
+		if first || waited {
+			c.s.setState(c.nc, http.StateActive)
+		}
 		t0 := time.Now()
 		if !first {
 			if d := c.s.readHeaderTimeout(); d > 0 {
@@ -140,7 +143,6 @@ func (c *conn) serve() {
 		if !c.serveRequest(req, t0) {
 			return
 		}
-		c.s.setState(c.nc, http.StateIdle)
 		if !c.s.keepAlives() {
 			return
 		}
@@ -150,16 +152,22 @@ func (c *conn) serve() {
 // waitForRequest waits for the next request's first byte: bounded by
 // the header timeout on a new connection, by the idle timeout between
 // requests. Answers written so far leave first, in one write for all the
-// requests pipelined before it. False: the connection is to close.
-func (c *conn) waitForRequest(first bool) bool {
+// requests pipelined before it. Not ok: the connection is to close.
+// Waited: it was reported idle, once those answers had left (a ConnState
+// hook may close an idle connection: internal/connlimit does); a
+// pipelined request already here is not waited for.
+func (c *conn) waitForRequest(first bool) (ok, waited bool) {
 	// The header limit counts from here: what is read to wait goes into
 	// the header block.
 	c.cr.remain, c.cr.hit = c.s.maxHeaderBytes(), false
 	if c.br.Buffered() > 0 {
-		return true
+		return true, false
 	}
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
-		return false
+		return false, false
+	}
+	if !first {
+		c.s.setState(c.nc, http.StateIdle)
 	}
 	d := c.s.idleTimeout()
 	if first {
@@ -178,13 +186,13 @@ func (c *conn) waitForRequest(first bool) bool {
 	stop := !first && !c.s.keepAlives()
 	c.mu.Unlock()
 	if stop {
-		return false
+		return false, true
 	}
 	_, err := c.br.Peek(1)
 	c.mu.Lock()
 	c.idle, c.fresh = false, false
 	c.mu.Unlock()
-	return err == nil
+	return err == nil, true
 }
 
 // closeIfIdle closes c if it waits for a request: between two, or for its

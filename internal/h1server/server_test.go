@@ -381,3 +381,27 @@ func TestKeepAlivesDisabled(t *testing.T) {
 		t.Errorf("after the answer: %q %v, want closed", b, err)
 	}
 }
+
+// A connection reported idle has sent every answer: a ConnState hook may
+// close it then (internal/connlimit closes an idle one to make room),
+// and no answer to a request served is lost. Pipelined requests do not
+// make it idle in between.
+func TestIdleOnlyOnceAnswered(t *testing.T) {
+	s := &Server{ConnState: func(nc net.Conn, st http.ConnState) {
+		if st == http.StateIdle {
+			nc.Close()
+		}
+	}}
+	addr := serve(t, s, hello)
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"hello /1", "hello /2"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading the answer %q: %v", want, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != want {
+			t.Fatalf("%q, want %q", b, want)
+		}
+	}
+}
