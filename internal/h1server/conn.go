@@ -36,7 +36,7 @@ type conn struct {
 
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
-	cancel   context.CancelFunc // the current request's; guarded by mu
+	cancel   context.CancelFunc // the current (or last) request's, for the watch and Close; guarded by mu
 	bg       bgState            // guarded by mu
 	stopping bool               // the request ended: a read error is ours; guarded by mu
 }
@@ -352,6 +352,13 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	watched := req.Body == http.NoBody
 	if watched {
 		c.startWatch(cancel, t0)
+	} else {
+		c.mu.Lock()
+		c.cancel = cancel
+		c.mu.Unlock()
+	}
+	if c.s.aborted.Load() {
+		cancel() // Close ran between its cancellations and this one's
 	}
 	panicked := c.runHandler(w, req)
 	if watched {

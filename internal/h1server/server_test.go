@@ -405,3 +405,29 @@ func TestIdleOnlyOnceAnswered(t *testing.T) {
 		}
 	}
 }
+
+// Close ends the requests in flight as their clients' leaving would: their
+// contexts are cancelled, a request with a body (not watched) too, so
+// that Close, which waits for the handlers, returns at once and not when
+// they time out on their own (the gateway calls Close when a drain's
+// Shutdown runs out of time).
+func TestCloseCancelsRequests(t *testing.T) {
+	entered := make(chan struct{})
+	s := &Server{}
+	addr := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		close(entered)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	c, _ := dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody")
+	<-entered
+	start := time.Now()
+	s.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with a request in flight, want its context cancelled at once", took)
+	}
+}
