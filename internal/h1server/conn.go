@@ -49,6 +49,10 @@ type connReader struct {
 	hit     bool  // the limit was reached
 	one     [1]byte
 	hasByte bool
+	// held: answers to pipelined requests, to send before a read from
+	// the network that may wait (the next request is not all here); set
+	// while a header block is read.
+	held *bufio.Writer
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
@@ -67,6 +71,10 @@ func (r *connReader) Read(p []byte) (int, error) {
 	if r.hasByte {
 		p[0], r.hasByte, n = r.one[0], false, 1
 	} else {
+		if r.held != nil {
+			r.held.Flush() // an error sticks: the next answer's write fails
+			r.held = nil
+		}
 		n, err = r.nc.Read(p)
 	}
 	if r.remain > 0 {
@@ -224,9 +232,12 @@ func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.
 // readRequest reads a request's header block and checks it as net/http's
 // server does after http.ReadRequest.
 func (c *conn) readRequest() (*http.Request, error) {
+	if c.bw.Buffered() > 0 {
+		c.cr.held = c.bw
+	}
 	req, err := http.ReadRequest(c.br)
 	hit := c.cr.hit
-	c.cr.remain = -1
+	c.cr.remain, c.cr.held = -1, nil
 	if err != nil {
 		if hit {
 			return nil, errTooLarge
@@ -324,6 +335,12 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	}
 	if req.ProtoMajor == 2 {
 		w.closeAfter = true // PRI * HTTP/2.0: h2c prior knowledge, not served here
+	}
+	if req.Body != http.NoBody && c.bw.Buffered() > 0 && !(req.ContentLength >= 0 && int64(c.br.Buffered()) >= req.ContentLength) {
+		// The answers held leave before the handler may wait for a body
+		// still on its way (not from connReader: the handler may read it
+		// in another goroutine while it writes).
+		c.bw.Flush()
 	}
 	if req.Body != http.NoBody {
 		// As net/http: past the header, the whole request's deadline,

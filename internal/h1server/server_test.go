@@ -431,3 +431,30 @@ func TestCloseCancelsRequests(t *testing.T) {
 		t.Errorf("Close took %v with a request in flight, want its context cancelled at once", took)
 	}
 }
+
+// An answer held to leave with the next pipelined request's leaves before
+// the server waits for the rest of that request: a client that sent part
+// of it (a split segment, a body it sends later) gets the answer at once,
+// as from net/http, and not once the next request is whole.
+func TestAnswerNotHeldForAPartialNextRequest(t *testing.T) {
+	addr := serve(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, r.URL.Path)
+	}))
+	for _, next := range []string{
+		"GET /next HTTP/1.1\r\nHost: h\r\n",                           // a header not ended
+		"POST /next HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n", // a body not sent
+	} {
+		c, br := dial(t, addr)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n"+next)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("the answer to /1 while the next request is partial (%q): %v", next, err)
+			continue
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "/1" {
+			t.Errorf("%q, want /1", b)
+		}
+	}
+}
