@@ -34,6 +34,8 @@ type conn struct {
 	fresh  bool      // no request yet; guarded by mu
 	opened time.Time // when accepted
 
+	writeMoved bool // a handler set the write deadline (WriteTimeout zero: it stays until cleared)
+
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
 	cancel   context.CancelFunc // the current (or last) request's, for the watch and Close; guarded by mu
@@ -135,9 +137,13 @@ func (c *conn) serve() {
 		}
 		t0 := time.Now()
 		if !first {
+			// Set even without a limit: the last request's handler, or
+			// the end of its watch, may have left one.
+			var end time.Time
 			if d := c.s.readHeaderTimeout(); d > 0 {
-				c.nc.SetReadDeadline(t0.Add(d))
+				end = t0.Add(d)
 			}
+			c.nc.SetReadDeadline(end)
 		}
 		first = false
 		req, err := c.readRequest()
@@ -332,6 +338,11 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	w.body.rc = req.Body
 	if d := c.s.WriteTimeout; d > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(d))
+	} else if c.writeMoved {
+		// The last handler's deadline was its own (net/http clears it
+		// after each request).
+		c.nc.SetWriteDeadline(time.Time{})
+		c.writeMoved = false
 	}
 	if req.ProtoMajor == 2 {
 		w.closeAfter = true // PRI * HTTP/2.0: h2c prior knowledge, not served here

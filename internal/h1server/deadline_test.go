@@ -44,3 +44,38 @@ func TestHeaderDeadlineEndsWithTheHeader(t *testing.T) {
 		t.Errorf("a request running past the header's deadline: %d %q, want its context alive", resp.StatusCode, body)
 	}
 }
+
+// A deadline a handler moves (http.ResponseController) is its request's:
+// the next request on the connection starts without it, as net/http's
+// does, on a server with no time limits of its own.
+func TestMovedDeadlinesEndWithTheRequest(t *testing.T) {
+	addr := serve(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		switch r.URL.Path {
+		case "/read":
+			rc.SetReadDeadline(time.Now())
+		case "/write":
+			rc.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	for _, path := range []string{"/read", "/write"} {
+		c, br := dial(t, addr)
+		// The next request's start arrives with this one (pipelined), its
+		// end later: it is read, and answered, past the moved deadlines.
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\nGET /next HTTP/1.1\r\n")
+		if _, body := readResponse(t, br, "GET"); body != path {
+			t.Fatalf("%q, want %q", body, path)
+		}
+		time.Sleep(50 * time.Millisecond)
+		io.WriteString(c, "Host: h\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("after a handler moved its %s deadline, the next request: %v", path[1:], err)
+			continue
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "/next" {
+			t.Errorf("%q, want /next", b)
+		}
+	}
+}

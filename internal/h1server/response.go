@@ -310,7 +310,10 @@ func (w *response) FlushError() error {
 
 // SetWriteDeadline moves the write deadline of the connection, for
 // http.ResponseController.
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.writeMoved = true
+	return w.c.nc.SetWriteDeadline(t)
+}
 
 // SetReadDeadline moves the read deadline of the connection, for
 // http.ResponseController (the request body's reads).
