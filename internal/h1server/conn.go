@@ -371,8 +371,10 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		w.finish()
 		return false
 	}
+	var hb *handlerBody
 	if req.Body != http.NoBody {
-		req.Body = &w.body
+		hb = &handlerBody{b: &w.body}
+		req.Body = hb
 	}
 	ctx, cancel := context.WithCancel(c.base)
 	req = req.WithContext(ctx)
@@ -389,6 +391,9 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		cancel() // Close ran between its cancellations and this one's
 	}
 	panicked := c.runHandler(w, req)
+	if hb != nil {
+		hb.end()
+	}
 	if watched {
 		c.stopWatch()
 	}

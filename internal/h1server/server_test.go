@@ -458,3 +458,38 @@ func TestAnswerNotHeldForAPartialNextRequest(t *testing.T) {
 		}
 	}
 }
+
+// A request body read after its handler returned (a Transport may read
+// it from its own goroutine after RoundTrip returns) reads nothing, as
+// net/http's http.ErrBodyReadAfterClose: not the next request's body on
+// the same connection, nor another connection's once the buffers went
+// back to the pool.
+func TestBodyReadAfterHandler(t *testing.T) {
+	stashed := make(chan io.Reader, 1)
+	second := make(chan struct{})
+	release := make(chan struct{})
+	addr := serve(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/1" {
+			stashed <- r.Body
+			return
+		}
+		close(second)
+		<-release
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	c, br := dial(t, addr)
+	io.WriteString(c, "POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody")
+	readResponse(t, br, "POST")
+	io.WriteString(c, "POST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	<-second
+	old := <-stashed
+	n, err := old.Read(make([]byte, 16))
+	close(release)
+	if n > 0 || err == nil {
+		t.Errorf("a body read after its handler: %d bytes, %v; want none and an error", n, err)
+	}
+	if _, body := readResponse(t, br, "POST"); body != "hello" {
+		t.Errorf("the next request's body: %q, want hello", body)
+	}
+}
