@@ -257,32 +257,34 @@ type hostPool struct {
 	armed     bool   // reaper is due to run
 	replacing bool   // a replacement is being dialled
 	epoch     uint64 // counts closeIdle calls: a replacement dialled across one is closed
+	// drained: closeIdle ran and no request came since (the transport's
+	// last use, perhaps): a cancellation dials no replacement.
+	drained bool
 }
 
 // get returns an idle connection, or a new one when none is idle or
 // fresh is set.
 func (p *hostPool) get(ctx context.Context, fresh bool) (*conn, error) {
-	if !fresh {
-		now := time.Now()
-		p.mu.Lock()
-		for n := len(p.idle); n > 0; n = len(p.idle) {
-			c := p.idle[n-1]
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
-			if now.Sub(c.idleAt) < p.t.idleTimeout {
-				p.mu.Unlock()
-				return c, nil
-			}
-			// The most recent is too old: so are all the others.
-			for _, old := range p.idle {
-				old.close()
-			}
-			clear(p.idle)
-			p.idle = p.idle[:0]
-			c.close()
+	now := time.Now()
+	p.mu.Lock()
+	p.drained = false
+	for n := len(p.idle); n > 0 && !fresh; n = len(p.idle) {
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if now.Sub(c.idleAt) < p.t.idleTimeout {
+			p.mu.Unlock()
+			return c, nil
 		}
-		p.mu.Unlock()
+		// The most recent is too old: so are all the others.
+		for _, old := range p.idle {
+			old.close()
+		}
+		clear(p.idle)
+		p.idle = p.idle[:0]
+		c.close()
 	}
+	p.mu.Unlock()
 	return p.dial(ctx)
 }
 
@@ -305,10 +307,11 @@ func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 // offers no other way, and without a replacement the next attempt to this
 // backend, often the next hedge, would wait on a dial. One replacement at
 // a time per backend, none when MaxIdlePerHost are idle already; a failed
-// dial is not retried (the next attempt dials and reports it).
+// dial is not retried (the next attempt dials and reports it). None after
+// CloseIdleConnections until a request comes again.
 func (p *hostPool) replace() {
 	p.mu.Lock()
-	if p.replacing || len(p.idle) >= p.t.maxIdle {
+	if p.replacing || p.drained || len(p.idle) >= p.t.maxIdle {
 		p.mu.Unlock()
 		return
 	}
@@ -385,6 +388,7 @@ func (p *hostPool) closeIdle() {
 	clear(p.idle)
 	p.idle = p.idle[:0]
 	p.epoch++
+	p.drained = true
 	if p.reaper != nil {
 		p.reaper.Stop()
 	}

@@ -321,3 +321,33 @@ func TestReplacementClosedWhileIdleRetried(t *testing.T) {
 		b.wg.Wait()
 	})
 }
+
+// After CloseIdleConnections (the gateway's Close, once its server has
+// stopped), a request still in flight that is cancelled dials no
+// replacement: nothing would take it, and it would hold a backend
+// connection and the reaper for IdleTimeout. The next request brings
+// replacements back.
+func TestNoReplacementAfterCloseIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &hangBackend{}
+		tr, err := New(Config{DialContext: b.dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := hang(tr)
+		synctest.Wait()
+		tr.CloseIdleConnections()
+		cancel()
+		<-done
+		synctest.Wait()
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 1 || c != 1 {
+			t.Fatalf("a cancellation after CloseIdleConnections: %d dialled, %d closed; want 1 and 1 (none replaced)", d, c)
+		}
+		cancelHang(t, tr) // dials one, replaced: the pool is in use again
+		if d, c := b.dialled.Load(), b.closed.Load(); d != 3 || c != 2 {
+			t.Fatalf("a cancellation after a new request: %d dialled, %d closed; want 3 and 2 (one replaced)", d, c)
+		}
+		tr.CloseIdleConnections()
+		b.wg.Wait()
+	})
+}

@@ -196,7 +196,8 @@ func (t *Transport) pool(host string) *hostPool {
 }
 
 // CloseIdleConnections closes the idle connections, the Fallback's too.
-// Connections in use go back to the pool when their responses end.
+// Connections in use go back to the pool when their responses end; one
+// closed by a cancellation is not replaced until the next request.
 func (t *Transport) CloseIdleConnections() {
 	t.hosts.Range(func(_, p any) bool {
 		p.(*hostPool).closeIdle()

@@ -34,9 +34,11 @@ type conn struct {
 	fresh  bool      // no request yet; guarded by mu
 	opened time.Time // when accepted
 
+	writeMoved bool // a handler set the write deadline (WriteTimeout zero: it stays until cleared)
+
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
-	cancel   context.CancelFunc // the current request's; guarded by mu
+	cancel   context.CancelFunc // the current (or last) request's, for the watch and Close; guarded by mu
 	bg       bgState            // guarded by mu
 	stopping bool               // the request ended: a read error is ours; guarded by mu
 }
@@ -49,6 +51,10 @@ type connReader struct {
 	hit     bool  // the limit was reached
 	one     [1]byte
 	hasByte bool
+	// held: answers to pipelined requests, to send before a read from
+	// the network that may wait (the next request is not all here); set
+	// while a header block is read.
+	held *bufio.Writer
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
@@ -67,6 +73,10 @@ func (r *connReader) Read(p []byte) (int, error) {
 	if r.hasByte {
 		p[0], r.hasByte, n = r.one[0], false, 1
 	} else {
+		if r.held != nil {
+			r.held.Flush() // an error sticks: the next answer's write fails
+			r.held = nil
+		}
 		n, err = r.nc.Read(p)
 	}
 	if r.remain > 0 {
@@ -118,15 +128,22 @@ func (c *conn) serve() {
 	}()
 	first := true
 	for {
-		if !c.waitForRequest(first) {
+		ok, waited := c.waitForRequest(first)
+		if !ok {
 			return
 		}
-		c.s.setState(c.nc, http.StateActive)
+		if first || waited {
+			c.s.setState(c.nc, http.StateActive)
+		}
 		t0 := time.Now()
 		if !first {
+			// Set even without a limit: the last request's handler, or
+			// the end of its watch, may have left one.
+			var end time.Time
 			if d := c.s.readHeaderTimeout(); d > 0 {
-				c.nc.SetReadDeadline(t0.Add(d))
+				end = t0.Add(d)
 			}
+			c.nc.SetReadDeadline(end)
 		}
 		first = false
 		req, err := c.readRequest()
@@ -140,7 +157,6 @@ func (c *conn) serve() {
 		if !c.serveRequest(req, t0) {
 			return
 		}
-		c.s.setState(c.nc, http.StateIdle)
 		if !c.s.keepAlives() {
 			return
 		}
@@ -150,16 +166,22 @@ func (c *conn) serve() {
 // waitForRequest waits for the next request's first byte: bounded by
 // the header timeout on a new connection, by the idle timeout between
 // requests. Answers written so far leave first, in one write for all the
-// requests pipelined before it. False: the connection is to close.
-func (c *conn) waitForRequest(first bool) bool {
+// requests pipelined before it. Not ok: the connection is to close.
+// Waited: it was reported idle, once those answers had left (a ConnState
+// hook may close an idle connection: internal/connlimit does); a
+// pipelined request already here is not waited for.
+func (c *conn) waitForRequest(first bool) (ok, waited bool) {
 	// The header limit counts from here: what is read to wait goes into
 	// the header block.
 	c.cr.remain, c.cr.hit = c.s.maxHeaderBytes(), false
 	if c.br.Buffered() > 0 {
-		return true
+		return true, false
 	}
 	if c.bw.Buffered() > 0 && c.bw.Flush() != nil {
-		return false
+		return false, false
+	}
+	if !first {
+		c.s.setState(c.nc, http.StateIdle)
 	}
 	d := c.s.idleTimeout()
 	if first {
@@ -178,13 +200,13 @@ func (c *conn) waitForRequest(first bool) bool {
 	stop := !first && !c.s.keepAlives()
 	c.mu.Unlock()
 	if stop {
-		return false
+		return false, true
 	}
 	_, err := c.br.Peek(1)
 	c.mu.Lock()
 	c.idle, c.fresh = false, false
 	c.mu.Unlock()
-	return err == nil
+	return err == nil, true
 }
 
 // closeIfIdle closes c if it waits for a request: between two, or for its
@@ -216,9 +238,12 @@ func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.
 // readRequest reads a request's header block and checks it as net/http's
 // server does after http.ReadRequest.
 func (c *conn) readRequest() (*http.Request, error) {
+	if c.bw.Buffered() > 0 {
+		c.cr.held = c.bw
+	}
 	req, err := http.ReadRequest(c.br)
 	hit := c.cr.hit
-	c.cr.remain = -1
+	c.cr.remain, c.cr.held = -1, nil
 	if err != nil {
 		if hit {
 			return nil, errTooLarge
@@ -313,14 +338,29 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	w.body.rc = req.Body
 	if d := c.s.WriteTimeout; d > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(d))
+	} else if c.writeMoved {
+		// The last handler's deadline was its own (net/http clears it
+		// after each request).
+		c.nc.SetWriteDeadline(time.Time{})
+		c.writeMoved = false
 	}
 	if req.ProtoMajor == 2 {
 		w.closeAfter = true // PRI * HTTP/2.0: h2c prior knowledge, not served here
 	}
+	if req.Body != http.NoBody && c.bw.Buffered() > 0 && !(req.ContentLength >= 0 && int64(c.br.Buffered()) >= req.ContentLength) {
+		// The answers held leave before the handler may wait for a body
+		// still on its way (not from connReader: the handler may read it
+		// in another goroutine while it writes).
+		c.bw.Flush()
+	}
 	if req.Body != http.NoBody {
+		// As net/http: past the header, the whole request's deadline,
+		// none without ReadTimeout (not the header's, still set).
+		var end time.Time
 		if d := c.s.ReadTimeout; d > 0 {
-			c.nc.SetReadDeadline(t0.Add(d))
+			end = t0.Add(d)
 		}
+		c.nc.SetReadDeadline(end)
 	}
 	if expect := req.Header.Get("Expect"); hasToken(expect, "100-continue") {
 		w.body.expect = req.Body != http.NoBody && req.ProtoAtLeast(1, 1)
@@ -331,8 +371,10 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		w.finish()
 		return false
 	}
+	var hb *handlerBody
 	if req.Body != http.NoBody {
-		req.Body = &w.body
+		hb = &handlerBody{b: &w.body}
+		req.Body = hb
 	}
 	ctx, cancel := context.WithCancel(c.base)
 	req = req.WithContext(ctx)
@@ -340,8 +382,18 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	watched := req.Body == http.NoBody
 	if watched {
 		c.startWatch(cancel, t0)
+	} else {
+		c.mu.Lock()
+		c.cancel = cancel
+		c.mu.Unlock()
+	}
+	if c.s.aborted.Load() {
+		cancel() // Close ran between its cancellations and this one's
 	}
 	panicked := c.runHandler(w, req)
+	if hb != nil {
+		hb.end()
+	}
 	if watched {
 		c.stopWatch()
 	}

@@ -37,7 +37,7 @@
 //     logged to ErrorLog with its stack.
 //   - ConnState reports new, active, idle and closed as net/http does;
 //     Shutdown closes idle connections and waits for the others to finish
-//     their request; Close closes them all.
+//     their request; Close closes them all and cancels their requests.
 //
 // Why, and what it saves, measured: docs/performance.md (data path).
 package h1server

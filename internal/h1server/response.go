@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -310,7 +311,10 @@ func (w *response) FlushError() error {
 
 // SetWriteDeadline moves the write deadline of the connection, for
 // http.ResponseController.
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.writeMoved = true
+	return w.c.nc.SetWriteDeadline(t)
+}
 
 // SetReadDeadline moves the read deadline of the connection, for
 // http.ResponseController (the request body's reads).
@@ -393,6 +397,35 @@ func (b *requestBody) Read(p []byte) (int, error) {
 }
 
 func (b *requestBody) Close() error { return nil }
+
+// handlerBody is the request body as the handler gets it, one per
+// request: a read after the handler returned fails, as net/http's
+// (a Transport may read a request's body from its own goroutine after
+// RoundTrip returns), rather than take the connection's next bytes (the
+// next request's) from a reader perhaps back in the pool.
+type handlerBody struct {
+	mu   sync.Mutex // held by a read: end waits for it
+	b    *requestBody
+	done bool
+}
+
+func (h *handlerBody) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return h.b.Read(p)
+}
+
+func (h *handlerBody) Close() error { return nil }
+
+// end marks the handler returned, once a read under way has.
+func (h *handlerBody) end() {
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+}
 
 var (
 	_ http.Flusher    = (*response)(nil)

@@ -51,6 +51,7 @@ type Server struct {
 
 	noKeepAlives atomic.Bool
 	closed       atomic.Bool // closing, read without the lock on each request
+	aborted      atomic.Bool // Close called: requests starting are cancelled
 }
 
 // DefaultWatchAfter is the default Server.WatchAfter: well above a
@@ -180,13 +181,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // (net/http polls too, from 1 ms up to 500 ms).
 const shutdownPoll = 10 * time.Millisecond
 
-// Close closes the listeners and every connection at once, and waits for
-// their goroutines to end.
+// Close closes the listeners and every connection at once, cancels the
+// contexts of the requests in flight (as their clients' leaving would;
+// a request with a body is not watched), and waits for their goroutines
+// to end.
 func (s *Server) Close() error {
 	s.beginClose()
+	s.aborted.Store(true)
 	s.mu.Lock()
 	for c := range s.conns {
 		c.nc.Close()
+		c.mu.Lock()
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.mu.Unlock()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

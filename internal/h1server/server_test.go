@@ -381,3 +381,115 @@ func TestKeepAlivesDisabled(t *testing.T) {
 		t.Errorf("after the answer: %q %v, want closed", b, err)
 	}
 }
+
+// A connection reported idle has sent every answer: a ConnState hook may
+// close it then (internal/connlimit closes an idle one to make room),
+// and no answer to a request served is lost. Pipelined requests do not
+// make it idle in between.
+func TestIdleOnlyOnceAnswered(t *testing.T) {
+	s := &Server{ConnState: func(nc net.Conn, st http.ConnState) {
+		if st == http.StateIdle {
+			nc.Close()
+		}
+	}}
+	addr := serve(t, s, hello)
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"hello /1", "hello /2"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading the answer %q: %v", want, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != want {
+			t.Fatalf("%q, want %q", b, want)
+		}
+	}
+}
+
+// Close ends the requests in flight as their clients' leaving would: their
+// contexts are cancelled, a request with a body (not watched) too, so
+// that Close, which waits for the handlers, returns at once and not when
+// they time out on their own (the gateway calls Close when a drain's
+// Shutdown runs out of time).
+func TestCloseCancelsRequests(t *testing.T) {
+	entered := make(chan struct{})
+	s := &Server{}
+	addr := serve(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		close(entered)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	c, _ := dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody")
+	<-entered
+	start := time.Now()
+	s.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with a request in flight, want its context cancelled at once", took)
+	}
+}
+
+// An answer held to leave with the next pipelined request's leaves before
+// the server waits for the rest of that request: a client that sent part
+// of it (a split segment, a body it sends later) gets the answer at once,
+// as from net/http, and not once the next request is whole.
+func TestAnswerNotHeldForAPartialNextRequest(t *testing.T) {
+	addr := serve(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, r.URL.Path)
+	}))
+	for _, next := range []string{
+		"GET /next HTTP/1.1\r\nHost: h\r\n",                           // a header not ended
+		"POST /next HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\n", // a body not sent
+	} {
+		c, br := dial(t, addr)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n"+next)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Errorf("the answer to /1 while the next request is partial (%q): %v", next, err)
+			continue
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "/1" {
+			t.Errorf("%q, want /1", b)
+		}
+	}
+}
+
+// A request body read after its handler returned (a Transport may read
+// it from its own goroutine after RoundTrip returns) reads nothing, as
+// net/http's http.ErrBodyReadAfterClose: not the next request's body on
+// the same connection, nor another connection's once the buffers went
+// back to the pool.
+func TestBodyReadAfterHandler(t *testing.T) {
+	stashed := make(chan io.Reader, 1)
+	second := make(chan struct{})
+	release := make(chan struct{})
+	addr := serve(t, &Server{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/1" {
+			stashed <- r.Body
+			return
+		}
+		close(second)
+		<-release
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	c, br := dial(t, addr)
+	io.WriteString(c, "POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody")
+	readResponse(t, br, "POST")
+	io.WriteString(c, "POST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	<-second
+	old := <-stashed
+	n, err := old.Read(make([]byte, 16))
+	close(release)
+	if n > 0 || err == nil {
+		t.Errorf("a body read after its handler: %d bytes, %v; want none and an error", n, err)
+	}
+	if _, body := readResponse(t, br, "POST"); body != "hello" {
+		t.Errorf("the next request's body: %q, want hello", body)
+	}
+}

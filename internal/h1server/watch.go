@@ -47,10 +47,14 @@ func (c *conn) backgroundRead() {
 		return
 	}
 	c.bg = bgReading
+	// As net/http: the whole request's time, for this read too; none
+	// without ReadTimeout (the header's deadline, still set, is past
+	// its use: hitting it would pass for the client's leaving).
+	var end time.Time
 	if d := c.s.ReadTimeout; d > 0 {
-		// As net/http: the whole request's time, for this read too.
-		c.nc.SetReadDeadline(time.Now().Add(d))
+		end = time.Now().Add(d)
 	}
+	c.nc.SetReadDeadline(end)
 	c.mu.Unlock()
 	var n int
 	var err error
