@@ -33,6 +33,20 @@ func (l *logBuf) count(s string) int {
 	return strings.Count(l.b.String(), s)
 }
 
+// countWithin is count once it reaches n, or after d: a line written
+// just after the event the test waited for (the watcher logs a change
+// once the gateway has taken it) has that long to arrive.
+func (l *logBuf) countWithin(s string, n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		c := l.count(s)
+		if c >= n || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (l *logBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -137,7 +151,7 @@ func TestWatcherFollowsRecords(t *testing.T) {
 	if !slices.Equal(w.Backends(), []string{"http://127.0.0.9:1", "http://127.0.0.2:8080", "http://127.0.0.3:8080"}) {
 		t.Errorf("Backends %v", w.Backends())
 	}
-	if n := logs.count("discovery: backends changed"); n != 2 {
+	if n := logs.countWithin("discovery: backends changed", 2, time.Second); n != 2 {
 		t.Errorf("%d change lines, want 2:\n%s", n, logs)
 	}
 	if !strings.Contains(logs.String(), `added="" removed=http://127.0.0.1:8080`) {
