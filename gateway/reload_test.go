@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -230,42 +229,45 @@ func TestStartDrainMakesReadyz503(t *testing.T) {
 	}
 }
 
-// Through real sockets: a reload that raises the timeout above what the
-// Server's WriteTimeout (fixed when it was built) allows extends the write
-// deadline of the requests that need it, so that their answers arrive.
+// Through real sockets, on each server of plain-HTTP clients: a reload
+// that raises the timeout above what the server's write limit (fixed when
+// it was built) allows extends the write deadline of the requests that
+// need it, so that their answers arrive.
 func TestLoopbackReloadRaisedTimeoutExtendsWrites(t *testing.T) {
-	defer http.DefaultClient.CloseIdleConnections()
 	defer func(s time.Duration) { serverSlack = s }(serverSlack)
 	serverSlack = 50 * time.Millisecond
 	a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) {
 		time.Sleep(150 * time.Millisecond)
 		io.WriteString(w, "late")
 	})
-	cfg := Config{Backends: []string{a.URL}, Policy: hedge.Policy{MaxAttempts: 1}, Timeout: 10 * time.Millisecond}
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = g.Server(ServerConfig{})
-	srv.Start()
-	defer srv.Close()
-	if srv.Config.WriteTimeout != 60*time.Millisecond {
-		t.Fatalf("WriteTimeout %v, want the timeout and the slack", srv.Config.WriteTimeout)
-	}
-	cfg.Timeout = time.Second
-	if _, err := g.Reload(cfg); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get(srv.URL + "/x")
-	if err != nil {
-		t.Fatalf("read taking 150ms with a 1s timeout, on a server built for 10ms: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != "late" || err != nil {
-		t.Errorf("%d %q %v", resp.StatusCode, body, err)
+	for _, plain := range plainServers {
+		t.Run(plain, func(t *testing.T) {
+			cfg := Config{Backends: []string{a.URL}, Policy: hedge.Policy{MaxAttempts: 1}, Timeout: 10 * time.Millisecond}
+			g, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if w := g.Server(ServerConfig{}).WriteTimeout; w != 60*time.Millisecond {
+				t.Fatalf("WriteTimeout %v, want the timeout and the slack", w)
+			}
+			addr := servePlain(t, g, plain)
+			cfg.Timeout = time.Second
+			if _, err := g.Reload(cfg); err != nil {
+				t.Fatal(err)
+			}
+			client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+			defer client.CloseIdleConnections()
+			resp, err := client.Get("http://" + addr + "/x")
+			if err != nil {
+				t.Fatalf("read taking 150ms with a 1s timeout, on a server built for 10ms: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != "late" || err != nil {
+				t.Errorf("%d %q %v", resp.StatusCode, body, err)
+			}
+		})
 	}
 }
 
