@@ -254,11 +254,11 @@ type hostPool struct {
 	mu        sync.Mutex
 	idle      []*conn // idle[len-1] is the most recently used
 	reaper    *time.Timer
-	armed     bool   // reaper is due to run
-	replacing bool   // a replacement is being dialled
-	epoch     uint64 // counts closeIdle calls: a replacement dialled across one is closed
+	armed     bool // reaper is due to run
+	replacing bool // a replacement is being dialled
 	// drained: closeIdle ran and no request came since (the transport's
-	// last use, perhaps): a cancellation dials no replacement.
+	// last use, perhaps): a cancellation dials no replacement, and one
+	// dialled across closeIdle is closed as it arrives.
 	drained bool
 }
 
@@ -316,14 +316,13 @@ func (p *hostPool) replace() {
 		return
 	}
 	p.replacing = true
-	epoch := p.epoch
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), p.t.dialTimeout)
 	nc, err := p.t.dialContext(ctx, "tcp", p.addr)
 	cancel()
 	p.mu.Lock()
 	p.replacing = false
-	stale := p.epoch != epoch
+	stale := p.drained
 	p.mu.Unlock()
 	if err != nil {
 		return
@@ -387,7 +386,6 @@ func (p *hostPool) closeIdle() {
 	}
 	clear(p.idle)
 	p.idle = p.idle[:0]
-	p.epoch++
 	p.drained = true
 	if p.reaper != nil {
 		p.reaper.Stop()
