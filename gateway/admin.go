@@ -183,7 +183,7 @@ type InFlight struct {
 // Debug returns the gateway's state at now.
 func (g *Gateway) Debug(now time.Time) DebugState {
 	v := g.view.Load()
-	st := g.hedger.Stats() // evaluates the gate if that is due
+	st := g.busiestClass() // evaluates the gate if that is due
 	d := DebugState{
 		Mode:     ModeHedge,
 		Replicas: v.set.Snapshot(now),
@@ -230,4 +230,28 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // registry of your own.
 func (g *Gateway) Registry() *prometheus.Registry { return g.metrics.registry }
 
-var _ hedge.RequestHooks = (*exchange)(nil)
+var _ hedge.Steering = (*exchange)(nil)
+
+// busiestClass returns the Stats of the class of read with the most
+// operations in its gate's window (the only one, on most gateways): the
+// figures /debug/replicas and the hedge gauges show.
+func (g *Gateway) busiestClass() hedge.Stats {
+	var best hedge.Stats
+	found := false
+	for _, c := range g.classes.List() {
+		st := c.Hedger.Stats()
+		if !found || st.Operations > best.Operations {
+			best, found = st, true
+		}
+	}
+	if !found {
+		// No read yet: what the first would use.
+		p := g.classes.Policy()
+		best.Delay = p.Delay
+		if best.Delay == 0 {
+			best.Delay = p.Adaptive.Warmup
+		}
+		best.Credits = g.budget.Credits()
+	}
+	return best
+}

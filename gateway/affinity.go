@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailgate-dev/tailgate/partition"
-	"github.com/tailgate-dev/tailgate/replica"
 )
 
 // This file: affinity mode (Config.Affinity). Each read's key (its path,
@@ -213,11 +212,13 @@ func (a *affinity) close() {
 	<-a.done
 }
 
-// affinityRead is one read's affinity: its key and the indices, in the
-// read's view, of the replicas its reads go to.
+// affinityRead is one read's affinity: its key, the indices, in the
+// read's view, of the replicas its reads go to, and how many of its
+// attempts went elsewhere (none of those admitted one).
 type affinityRead struct {
-	key   string
-	among []int
+	key       string
+	among     []int
+	fallbacks int
 }
 
 // route looks up r's key and its replicas for exchange x, at now (the
@@ -241,52 +242,18 @@ func (a *affinity) route(x *exchange, r *http.Request, now time.Time) {
 }
 
 // record counts x's read, which arrived at now, for its key's partition,
-// its replica and the hot-key sketch, once it is decided.
+// its replica and the hot-key sketch, once it is decided, and the
+// attempts that left the key's replicas.
 func (a *affinity) record(x *exchange, now time.Time) {
 	if x.aff == nil || !x.started {
 		return
 	}
+	a.fallbacks.Add(float64(x.aff.fallbacks))
 	name := ""
 	if w := int(x.tally.winner); x.tally.decided && w >= 0 {
 		name = x.v.cfg.Backends[x.tally.replica[w]]
 	}
 	a.table.RecordAt(x.aff.key, name, now)
-}
-
-// pickPrimary picks the primary: among the read's replicas when it has
-// any that admits, else among all.
-func (x *exchange) pickPrimary(now time.Time) (int, replica.Ticket, bool) {
-	if x.aff != nil && len(x.aff.among) > 0 {
-		if i, t, ok := x.v.set.PickPrimaryAmong(now, x.aff.among); ok {
-			return i, t, true
-		}
-		x.g.aff.fallbacks.Inc()
-	}
-	return x.v.set.PickPrimary(now)
-}
-
-// pickAlternate picks a hedge's replica, or a tied twin's: among the
-// read's replicas outside used when one admits, else among all.
-func (x *exchange) pickAlternate(now time.Time, used []int) (int, replica.Ticket, bool) {
-	if x.aff != nil && len(x.aff.among) > 0 {
-		if i, t, ok := x.v.set.PickAlternateAmong(now, x.aff.among, used); ok {
-			return i, t, true
-		}
-		x.g.aff.fallbacks.Inc()
-	}
-	return x.v.set.PickAlternate(now, used)
-}
-
-// pickRetry picks the replica for an attempt after a failure, as
-// pickAlternate does, falling back at last to a replica on probation.
-func (x *exchange) pickRetry(now time.Time, used []int) (int, replica.Ticket, bool) {
-	if x.aff != nil && len(x.aff.among) > 0 {
-		if i, t, ok := x.v.set.PickRetryAmong(now, x.aff.among, used); ok {
-			return i, t, true
-		}
-		x.g.aff.fallbacks.Inc()
-	}
-	return x.v.set.PickRetry(now, used)
 }
 
 // Partitions returns affinity mode's partition table, or nil when the

@@ -35,7 +35,7 @@ func TestSetBackendsKeepsTheRest(t *testing.T) {
 		for range 30 {
 			getIn(g, "/item")
 		}
-		hedger, credits := g.Hedger(), g.Hedger().Stats().Credits
+		classes, credits := g.Classes(), g.Classes().Budget().Credits()
 		before := g.Replicas().Snapshot(time.Now())
 
 		res, err := g.SetBackends([]string{"http://b.test", "http://c.test"})
@@ -49,8 +49,8 @@ func TestSetBackendsKeepsTheRest(t *testing.T) {
 		if v.cfg.Timeout != 3*time.Second || g.requests.max.Load() != 7 || v.cfg.Policy.Delay != 2*time.Millisecond {
 			t.Errorf("the last reload's settings lost: timeout %v, max requests %d, delay %v", v.cfg.Timeout, g.requests.max.Load(), v.cfg.Policy.Delay)
 		}
-		if g.Hedger() != hedger || g.Hedger().Stats().Credits != credits || g.budget.Fraction() != 0.5 || g.budget.Burst() != 20 {
-			t.Errorf("hedger or budget changed: credits %v -> %v, rates %v/%v", credits, g.Hedger().Stats().Credits, g.budget.Fraction(), g.budget.Burst())
+		if g.Classes() != classes || g.Classes().Budget().Credits() != credits || g.budget.Fraction() != 0.5 || g.budget.Burst() != 20 {
+			t.Errorf("classes or budget changed: credits %v -> %v, rates %v/%v", credits, g.Classes().Budget().Credits(), g.budget.Fraction(), g.budget.Burst())
 		}
 		now := time.Now()
 		after := g.Replicas().Snapshot(now)

@@ -12,6 +12,7 @@ import (
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/replica"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // exchange is one proxied read as the hedging engine sees it: the request
@@ -27,14 +28,13 @@ type exchange struct {
 	v       *view // the configuration the read arrived under, to its end
 	req     http.Request
 	url     url.URL
-	tickets [hedge.MaxAttemptsCap]replica.Ticket
-	picked  [hedge.MaxAttemptsCap]time.Time // when each attempt's replica was picked
-	started bool                            // the primary was picked (set on the handler's goroutine)
-	hedges  uint8                           // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
-	tally   attemptTally                    // each attempt's outcome, for tailgate_replica_attempts_total
+	route   replica.Route // picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
+	started bool          // the primary was picked (set on the handler's goroutine)
+	hedges  uint8         // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
+	tally   attemptTally  // each attempt's outcome, for tailgate_replica_attempts_total
 
 	// Tied mode only (see tied.go).
-	tie   tieState
+	tieID string
 	first atomic.Pointer[http.Response] // the first copy's answer, to tell which copy won
 
 	trace *readTrace // nil unless the read is traced (see trace.go)
@@ -95,66 +95,50 @@ func targetURL(r *http.Request) url.URL {
 	return url.URL{Opaque: path, RawQuery: query, ForceQuery: forceQuery}
 }
 
-// Pick implements hedge.RequestHooks: the primary by latency, a hedge to a
-// replica no earlier attempt used (in affinity mode, among the read's key's
-// replicas first: see affinity.go). A hedge never goes to a replica on
-// probation; an attempt after a failure does when nothing else is left (a
-// slow answer beats an error). In tied mode the second copy's replica is
-// picked with the primary (see tie).
-func (x *exchange) Pick(a hedge.Attempt, used []int) (int, bool) {
-	now := time.Now()
-	var i int
-	var t replica.Ticket
-	var ok bool
+// Pick implements hedge.Steering through the read's route: the primary
+// by latency, a hedge to a replica no earlier attempt used (in affinity
+// mode, among the read's key's replicas first: see affinity.go), an
+// attempt after a failure the same but falling back at last to a replica
+// on probation (a slow answer beats an error). In tied mode the second
+// copy's replica is picked with the primary (see tied.go). A hedge needs
+// a free attempt slot; the primary's was taken by serve.
+func (x *exchange) Pick(a hedge.Attempt, used []int) (int, error) {
+	if a.Index > 0 && !x.g.attempts.tryAcquire() {
+		return -1, hedge.ErrNoCapacity
+	}
+	i, ok := x.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
+	if x.aff != nil {
+		x.aff.fallbacks = x.route.Fallbacks()
+	}
+	if !ok {
+		if a.Index > 0 {
+			x.g.attempts.release()
+		}
+		return -1, hedge.ErrNoTarget
+	}
 	switch {
 	case a.Index == 0:
-		i, t, ok = x.pickPrimary(now)
-		if ok && x.g.tied {
-			x.tieTo(now, i)
+		x.started = true
+		if x.route.Tied(0) {
+			x.tieID = tied.NewTie()
+			x.g.metrics.tiedCopy(0)
 		}
-	case x.g.tied:
-		return x.pickTwin(now, a, used)
-	case a.Trigger == hedge.TriggerFailure:
-		i, t, ok = x.pickRetry(now, used)
 	default:
-		i, t, ok = x.pickAlternate(now, used)
-	}
-	if ok {
-		x.tickets[a.Index], x.picked[a.Index] = t, now
-		if a.Index == 0 {
-			x.started = true
+		if x.route.Tied(a.Index) {
+			x.g.metrics.tiedCopy(a.Index)
 		}
+		x.hedges++
 	}
-	return i, ok
+	return i, nil
 }
 
-// Admit implements hedge.RequestHooks: a hedge needs a free attempt slot.
-func (x *exchange) Admit(a hedge.Attempt) bool {
-	if !x.g.attempts.tryAcquire() {
-		// Given back as picked: it took no time, so it is no latency
-		// sample, not even a lower bound.
-		x.v.set.Done(x.tickets[a.Index], replica.Canceled, x.picked[a.Index])
-		if x.g.tied {
-			x.tie.copies[a.Index] = false // not sent after all
-		}
-		return false
-	}
-	if x.g.tied && x.tie.copies[a.Index] {
-		x.g.metrics.tiedCopy(a.Index)
-	}
-	x.hedges++
-	return true
-}
-
-// Rewrite implements hedge.RequestHooks: in tied mode, each copy carries
-// its tie (see stampTie); a hedging gateway sends requests as built. A
-// traced read's attempt starts its span here, as it leaves, and carries
-// its trace context.
+// Rewrite stamps each attempt as it leaves: in tied mode, each copy
+// carries its tie (see stampTie). A traced read's attempt starts its span
+// here, and carries its trace context.
 func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
-	tiedCopy := false
+	tiedCopy := x.route.Tied(a.Index)
 	if x.g.tied {
 		x.stampTie(a, out)
-		tiedCopy = a.Index < 2 && x.tie.copies[a.Index]
 	}
 	if x.trace != nil {
 		role := rolePrimary
@@ -168,27 +152,24 @@ func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
 	}
 }
 
-// Suppressed implements hedge.SuppressHook: a traced read's span records
-// each hedge it wanted and did not send, and why. (The metrics count them
-// through the engine's Observer.)
+// Suppressed records, on a traced read's span, each hedge it wanted and
+// did not send, and why. (The metrics count them through the engine's
+// Observer.)
 func (x *exchange) Suppressed(a hedge.Attempt, reason hedge.SuppressReason) {
 	if x.trace != nil {
 		x.trace.suppressed(a, reason)
 	}
 }
 
-// Done implements hedge.RequestHooks: the attempt's outcome goes to its
+// Done implements hedge.Steering: the attempt's outcome goes to its
 // replica's breaker and latency, and its slot is freed.
-func (x *exchange) Done(a hedge.Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
-	// The attempt started as its replica was picked: no clock read needed.
-	// (A tied second copy's replica was picked with the primary: picked
-	// is then its ticket's start, and the latency the set records, from
-	// that start to the time given, is still elapsed.)
-	o, end := outcome(verdict), x.picked[a.Index].Add(elapsed)
+func (x *exchange) Done(a hedge.Attempt, r hedge.Result) {
+	resp, verdict := r.Response, r.Verdict
 	if x.g.tied {
-		o, end = x.tiedDone(a, resp, o, end)
+		x.tiedDone(a, resp)
 	}
-	x.v.set.Done(x.tickets[a.Index], o, end)
+	o, elapsed := r.ReplicaOutcome()
+	x.route.Done(a.Index, o, elapsed)
 	x.g.attempts.release()
 	if x.trace != nil {
 		x.trace.attemptDone(a, resp, verdict)
@@ -250,20 +231,4 @@ func headersTooLarge(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "server response headers exceeded") || // HTTP/1
 		strings.Contains(msg, "response header list larger than") // HTTP/2
-}
-
-// outcome classifies an attempt for the breaker by the engine's verdict:
-// an accepted answer is a success, and so is a too-large body (the
-// replica answered); a cancellation (a lost race, a client gone, a
-// deadline) is neutral; anything else (a transport error, a 5xx, a stray
-// 101, a header block over the limit, as nginx counts "upstream sent too
-// big header") is a failure.
-func outcome(verdict error) replica.Outcome {
-	switch {
-	case verdict == nil, errors.Is(verdict, hedge.ErrResponseTooLarge):
-		return replica.Success
-	case errors.Is(verdict, context.Canceled), errors.Is(verdict, context.DeadlineExceeded):
-		return replica.Canceled
-	}
-	return replica.Failure
 }

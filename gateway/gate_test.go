@@ -49,7 +49,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		}
 		defer g.Close()
 		for range 40 {
-			if code, body, _ := getIn(g, "/item"); code != 200 {
+			if code, body, _ := getIn(g, "/item/1"); code != 200 {
 				t.Fatalf("status %d %s", code, body)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -78,7 +78,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		// Recovered: 1ms, and every fifth read straggles 50ms on its
 		// primary only; a hedge to the other replica wins.
 		m.mu.Lock()
-		m.slowFirst["/straggle"] = 50 * time.Millisecond
+		m.slowFirst["/item/9"] = 50 * time.Millisecond // the same class of read
 		m.mu.Unlock()
 		m.set("a.test", time.Millisecond)
 		m.set("b.test", time.Millisecond)
@@ -87,9 +87,9 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 			if time.Since(start) > 10*time.Second {
 				t.Fatalf("gate still shut 10s after the replicas recovered: %+v", g.Debug(time.Now()).Hedge.Gate)
 			}
-			path := "/item"
+			path := "/item/1"
 			if i%5 == 4 {
-				path = "/straggle"
+				path = "/item/9"
 			}
 			getIn(g, path)
 			time.Sleep(10 * time.Millisecond)
@@ -103,7 +103,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		// Why it reopened: how long it was shut, and the figures its
 		// signals are judged on.
 		log.mu.Lock()
-		reopened := regexp.MustCompile(`msg="overload gate reopened: hedges for late answers resume" shutFor=(\S+) state=open evidence="hedges won [1-9]\d* of \d+; [^"]*% of the concurrency limit in use; 0% of the replicas unavailable"`).FindStringSubmatch(log.b.String())
+		reopened := regexp.MustCompile(`msg="overload gate reopened: hedges for late answers resume" class="GET /item/{id}" shutFor=(\S+) state=open evidence="hedges won [1-9]\d* of \d+; [^"]*% of the concurrency limit in use; 0% of the replicas unavailable"`).FindStringSubmatch(log.b.String())
 		log.mu.Unlock()
 		if reopened == nil {
 			t.Errorf("no reopening line with its evidence")

@@ -28,8 +28,8 @@ type Gateway struct {
 	view     atomic.Pointer[view]
 	reloadMu sync.Mutex // serialises Reload
 
-	hedger    *hedge.Hedger
-	budget    *hedge.Budget // the hedger's, for life (Reload changes its rates)
+	classes   *hedge.Classes // a Hedger per class of read (see hedge.Classes), for life (Reload updates them)
+	budget    *hedge.Budget  // the classes', for life (Reload changes its rates)
 	base      http.RoundTripper
 	tls       *backendTLS // the TLS that base dials with; nil with a Base of the caller's
 	requests  limiter
@@ -51,13 +51,7 @@ type Gateway struct {
 	// built (0: none), for requests that a reload has given more time.
 	serverWrite atomic.Int64
 
-	// The deadline check's view of the replicas' expected latency: a copy
-	// of Hedger.Stats().Expected, read at most every expectedEvery, since
-	// Stats also sums the gate's window and reads the budget. Times are
-	// nanoseconds since epoch, on the monotonic clock.
-	epoch        time.Time
-	expectedNext atomic.Int64
-	expected     atomic.Int64
+	epoch time.Time
 
 	// Shadow requests to replicas on probation (see shadow.go).
 	shadows shadows
@@ -74,10 +68,6 @@ type Gateway struct {
 // Tailgate-Timeout is written as serve builds the request (see stamp),
 // and is sent as it is when the attempt leaves within stampSlack.
 const stampSlack = time.Millisecond
-
-// expectedEvery bounds how stale the gateway's copy of the expected
-// attempt latency is, on top of the engine's own refresh.
-const expectedEvery = 10 * time.Millisecond
 
 // stamp returns the Tailgate-Timeout value for a primary with d left as
 // serve builds it: d less stampSlack, so that the value is never more than
@@ -117,10 +107,10 @@ func New(cfg Config) (*Gateway, error) {
 	if policy.Gate.Load == nil {
 		policy.Gate.Load = g.load // the limits and breakers: overload the engine cannot see
 	}
-	if g.hedger, err = hedge.New(policy); err != nil {
+	if g.classes, err = hedge.NewClasses(policy); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	g.budget = g.hedger.Policy().Budget
+	g.budget = g.classes.Budget()
 	g.metrics.registerBudget(g.budget)
 	g.base = cfg.Base
 	if g.base == nil {
@@ -132,7 +122,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	v, err := g.newView(cfg, g.hedger.Policy(), set)
+	v, err := g.newView(cfg, g.classes.Policy(), set)
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +178,8 @@ func (g *Gateway) load() hedge.Load {
 	}
 }
 
-// Hedger returns the hedging engine the gateway uses.
-func (g *Gateway) Hedger() *hedge.Hedger { return g.hedger }
+// Classes returns the hedging engine's Hedgers, one per class of read.
+func (g *Gateway) Classes() *hedge.Classes { return g.classes }
 
 // Replicas returns the replica set in force: after a Reload, the set's next
 // generation (see replica.Set.Next). Do not call its Next: membership
@@ -228,18 +218,6 @@ const (
 	rejectTarget   = "target"
 	rejectDeadline = "deadline"
 )
-
-// expectedLatency returns the replicas' expected attempt latency (0 while
-// unknown) as of now, from a copy refreshed at most every expectedEvery.
-func (g *Gateway) expectedLatency(now time.Time) time.Duration {
-	// Shared across reloads: the engine's figure, and its latency window,
-	// outlive them.
-	n := int64(now.Sub(g.epoch))
-	if next := g.expectedNext.Load(); n >= next && g.expectedNext.CompareAndSwap(next, n+int64(expectedEvery)) {
-		g.expected.Store(int64(g.hedger.Stats().Expected))
-	}
-	return time.Duration(g.expected.Load())
-}
 
 // served is what serve did with a request, for the metrics and the
 // access log: the status written (0: none, the client left first), the
@@ -289,6 +267,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	defer g.requests.release()
 	client := r.Context()
+	h := g.classes.ForRequest(r) // the read's class: its delay, latency window and gate
 	budget, budgetValue := v.timeout, v.timeoutValue
 	if d, ok, err := deadline.FromHeader(r.Header); ok {
 		// The client's own deadline: work that cannot finish within it is
@@ -303,7 +282,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		// While nothing is known of the replicas (0), nothing is refused
 		// on their account; nor when the policy ignores deadlines.
 		if v.checkExpected {
-			if need := g.expectedLatency(start); need > 0 && d < need {
+			if need := h.Expected(); need > 0 && d < need {
 				return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
 			}
 		}
@@ -331,10 +310,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	x := g.newExchange(v, r, budgetValue)
 	x.trace = rt
+	var among []int
 	if g.aff != nil {
 		g.aff.route(x, r, start)
+		if x.aff != nil && len(x.aff.among) > 0 {
+			among = x.aff.among
+		}
 	}
-	resp, err := v.transport.RoundTripWith(&x.req, x)
+	x.route = v.set.Route(among, g.tied && g.tieable(v, h, start, r.Context()))
+	resp, err := v.transport.RoundTripWith(&x.req, h, x)
+	x.route.Finish() // a tied read's twin, held for a second copy never sent
 	x.decide(resp, err, client.Err() != nil)
 	if g.aff != nil {
 		g.aff.record(x, start)

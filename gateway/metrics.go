@@ -34,10 +34,8 @@ type metrics struct {
 	cancelsSeen prometheus.Counter
 	shadows     map[string]prometheus.Counter // by outcome
 	gateMoves   map[bool]prometheus.Counter   // by whether the gate shut (false: reopened)
-	gateMu      sync.Mutex                    // orders the gate's changes, which arrive from any goroutine
-	gateSeen    uint64                        // the Changes of the last one reported
-	gateShut    bool                          // as last reported, to tell moves from changes of signal
-	gateShutAt  time.Time                     // when it last shut, as reported
+	gateMu      sync.Mutex                    // orders the gates' changes, which arrive from any goroutine
+	gates       map[string]*gateSeen          // each class's gate, as last reported
 	log         *slog.Logger
 
 	replicaAttempts replicaAttempts // by replica, role and outcome (see replicametrics.go)
@@ -51,7 +49,7 @@ type metrics struct {
 }
 
 func newMetrics(g *Gateway) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), log: g.log}
+	m := &metrics{registry: prometheus.NewRegistry(), log: g.log, gates: map[string]*gateSeen{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_requests_total",
 		Help: "Client requests answered, by HTTP status code (code 0: the client left first).",
@@ -261,36 +259,51 @@ func (m *metrics) Observe(e hedge.Event) {
 			m.cancelsSeen.Inc()
 		}
 	case hedge.EventGate:
-		m.gateChanged(e.Gate)
+		m.gateChanged(e.Class, e.Gate)
 	}
 }
 
-// gateChanged counts and logs a change of the overload gate: one line when
-// it shuts, one when it reopens, one when the evidence keeping it shut
-// changes.
-func (m *metrics) gateChanged(st *hedge.GateState) {
+// gateSeen is a class's overload gate as last reported.
+type gateSeen struct {
+	changes uint64    // the Changes of the last change reported
+	shut    bool      // to tell moves from changes of signal
+	shutAt  time.Time // when it last shut
+}
+
+// gateChanged counts and logs a change of class's overload gate: one line
+// when it shuts, one when it reopens, one when the evidence keeping it
+// shut changes.
+func (m *metrics) gateChanged(class string, st *hedge.GateState) {
 	m.gateMu.Lock()
 	defer m.gateMu.Unlock()
-	if st.Changes <= m.gateSeen {
+	seen := m.gates[class]
+	if seen == nil {
+		// At most hedge.MaxClasses + 1 classes, and their gates open
+		// unless reported shut: a class forgotten and made again starts
+		// from its first change.
+		seen = &gateSeen{}
+		m.gates[class] = seen
+	}
+	if st.Changes <= seen.changes {
 		return // overtaken by a later change, already reported
 	}
-	m.gateSeen = st.Changes
+	seen.changes = st.Changes
 	shut := !st.Open()
-	moved := m.gateShut != shut
-	m.gateShut = shut
+	moved := seen.shut != shut
+	seen.shut = shut
 	if moved {
 		m.gateMoves[shut].Inc()
 	}
 	switch {
 	case shut && moved:
-		m.gateShutAt = st.Since
-		m.log.Warn("overload gate shut: hedges for late answers paused", "signals", st.Shut.String(), "evidence", st.String())
+		seen.shutAt = st.Since
+		m.log.Warn("overload gate shut: hedges for late answers paused", "class", class, "signals", st.Shut.String(), "evidence", st.String())
 	case shut:
-		m.log.Info("overload gate still shut, on new evidence", "signals", st.Shut.String(), "evidence", st.String())
+		m.log.Info("overload gate still shut, on new evidence", "class", class, "signals", st.Shut.String(), "evidence", st.String())
 	default:
 		// Why it reopened: no signal of overload is left, and the figures
 		// each signal is judged on say what changed.
-		m.log.Info("overload gate reopened: hedges for late answers resume", "shutFor", st.Since.Sub(m.gateShutAt).Round(time.Millisecond),
+		m.log.Info("overload gate reopened: hedges for late answers resume", "class", class, "shutFor", st.Since.Sub(seen.shutAt).Round(time.Millisecond),
 			"state", st.String(), "evidence", gateEvidence(st))
 	}
 }
@@ -361,7 +374,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, msSeconds(p.P50Ms), s.Name)
 		}
 	}
-	st := c.g.hedger.Stats() // evaluates the gate if that is due
+	st := c.g.busiestClass() // evaluates the gate if that is due
 	gs := st.Gate
 	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, st.Delay.Seconds())
 	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, st.Credits)

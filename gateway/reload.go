@@ -100,12 +100,11 @@ func (g *Gateway) newView(cfg Config, p hedge.Policy, set *replica.Set) (*view, 
 	}
 	var err error
 	v.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:          &deadline.Transport{Base: g.base, Slack: stampSlack},
-		Hedger:        g.hedger,
-		Targets:       cfg.Backends,
-		MaxBodyBytes:  cfg.MaxResponseBytes,
-		Accept:        accept,
-		InlinePrimary: true, // Base returns at once on cancellation (see Config.Base)
+		Base:         &deadline.Transport{Base: g.base, Slack: stampSlack},
+		Classes:      g.classes,
+		Replicas:     set,
+		MaxBodyBytes: cfg.MaxResponseBytes,
+		Accept:       accept,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -131,8 +130,8 @@ type ReloadResult struct {
 //     arriving after Reload returns goes to them. Their series in
 //     tailgate_replica_attempts_total go at once (an attempt still out
 //     when they go is not counted).
-//   - Policy: the engine's Hedger is kept and updated (hedge.Hedger.Update):
-//     its latency window and budget credits stay; the budget takes the
+//   - Policy: the engine's classes are kept and updated
+//     (hedge.Classes.Update): their latency windows and budget credits stay; the budget takes the
 //     new fraction and burst (Budget.SetRates, on the gateway's Budget:
 //     cfg.Policy.Budget's rates are read, not the Budget itself); the
 //     overload gate stays unless its settings change. The Observer and,
@@ -215,7 +214,7 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if check.Policy().Adaptive.Window != g.hedger.Policy().Adaptive.Window {
+	if check.Policy().Adaptive.Window != g.classes.Policy().Adaptive.Window {
 		return res, fmt.Errorf("%w: the adaptive delay's window cannot change on a running gateway", ErrInvalid)
 	}
 	// Through replicaConfig, as New: the next generation reports its
@@ -231,7 +230,7 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 
 	// From here on nothing fails.
 	g.budget.SetRates(fraction, burst)
-	if err := g.hedger.Update(p); err != nil {
+	if err := g.classes.Update(p); err != nil {
 		g.log.Error("reload: policy refused after validation", "err", err) // unreachable
 	}
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))

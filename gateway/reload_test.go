@@ -129,7 +129,7 @@ func TestReloadPolicyAndLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer g.Close()
-		h, b := g.Hedger(), g.Hedger().Policy().Budget
+		h, b := g.Classes(), g.Classes().Budget()
 		b.TrySpend()
 		b.TrySpend()
 
@@ -142,8 +142,8 @@ func TestReloadPolicyAndLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := h.Policy()
-		if g.Hedger() != h || p.Budget != b || p.Delay != 30*time.Millisecond || p.MaxAttempts != 3 || p.Timeout != 40*time.Millisecond {
-			t.Errorf("engine after the reload: same %v, policy %+v", g.Hedger() == h, p)
+		if g.Classes() != h || p.Budget != b || p.Delay != 30*time.Millisecond || p.MaxAttempts != 3 || p.Timeout != 40*time.Millisecond {
+			t.Errorf("engine after the reload: same %v, policy %+v", g.Classes() == h, p)
 		}
 		if b.Fraction() != 0.5 || b.Burst() != 5 || b.Credits() != 5 {
 			t.Errorf("budget %v/%v with %v credits, want 0.5/5 and 8 credits cut to 5", b.Fraction(), b.Burst(), b.Credits())
@@ -179,7 +179,7 @@ func TestReloadRefusesAndKeepsRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	set, policy := g.Replicas(), g.Hedger().Policy()
+	set, policy := g.Replicas(), g.Classes().Policy()
 	with := func(f func(c *Config)) Config {
 		c := good
 		c.Backends = memBackends // a change that must not happen either
@@ -200,8 +200,8 @@ func TestReloadRefusesAndKeepsRunning(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	if g.Replicas() != set || g.Hedger().Policy().Delay != policy.Delay || g.Debug(time.Now()).InFlight.MaxRequests != 10 {
-		t.Errorf("a refused reload changed the gateway: %d replicas, delay %v", g.Replicas().Len(), g.Hedger().Policy().Delay)
+	if g.Replicas() != set || g.Classes().Policy().Delay != policy.Delay || g.Debug(time.Now()).InFlight.MaxRequests != 10 {
+		t.Errorf("a refused reload changed the gateway: %d replicas, delay %v", g.Replicas().Len(), g.Classes().Policy().Delay)
 	}
 	if _, err := g.Reload(with(func(*Config) {})); err != nil || g.Replicas().Len() != 3 {
 		t.Errorf("a good reload after refusals: %v, %d replicas", err, g.Replicas().Len())

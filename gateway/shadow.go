@@ -54,7 +54,7 @@ func (s *shadows) close() {
 }
 
 // shadow sends a copy of r, a read just answered under v, to a replica on
-// probation if one is due a shadow (replica.Set.PickShadow decides), in the
+// probation if one is due a shadow (replica.Set.Pick decides), in the
 // background. With no replica on probation it costs one atomic load.
 // It reads r before returning, never after: the handler may then return.
 // A traced read (rt non-nil) has the shadow's span for a child.
@@ -63,7 +63,7 @@ func (g *Gateway) shadow(v *view, r *http.Request, rt *readTrace) {
 		return
 	}
 	now := time.Now()
-	i, t, ok := v.set.PickShadow(now)
+	i, t, ok := v.set.Pick(now, replica.Attempt{Role: replica.Shadow})
 	if !ok {
 		return
 	}
@@ -132,7 +132,7 @@ func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start 
 	if err == nil {
 		err = hedge.DefaultAccept(resp) // as the engine judges an attempt
 	}
-	o := outcome(err)
+	o, _ := hedge.Result{Verdict: err}.ReplicaOutcome() // as the engine judges an attempt
 	v.set.Done(t, o, time.Now())
 	v.counts[t.Replica()].count(roleShadow, shadowOutcome(err))
 	endShadow(span, shadowOutcome(err), err)

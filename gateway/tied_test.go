@@ -615,17 +615,17 @@ func TestTiedBounds(t *testing.T) {
 			defer g.Close()
 			for _, a := range apps {
 				a.latency = func(r *http.Request) time.Duration {
-					if r.URL.Opaque == "/warm" {
+					if r.URL.RawQuery == "warm" {
 						return 10 * time.Millisecond
 					}
 					return 2 * time.Millisecond
 				}
 			}
 			for range 5 {
-				getIn(g, "/warm")
+				getIn(g, "/x?warm") // latency is learnt per class of read: GET /x
 			}
 			time.Sleep(time.Second) // past the engine's refresh of the expected latency
-			need := g.expectedLatency(time.Now())
+			need := g.Classes().Hedger("GET /x").Expected()
 			if need < 5*time.Millisecond {
 				t.Fatalf("expected latency %v", need)
 			}
@@ -721,7 +721,7 @@ func TestTiedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	p := g.Hedger().Policy()
+	p := g.Classes().Policy()
 	if p.Delay != time.Millisecond || p.MaxAttempts != 2 || !p.Gate.Disabled || p.Budget.Fraction() != 1 || g.Debug(time.Now()).InFlight.MaxAttempts != 20 {
 		t.Errorf("tied policy %+v, budget %v, max attempts in flight %d", p, p.Budget.Fraction(), g.Debug(time.Now()).InFlight.MaxAttempts)
 	}

@@ -56,8 +56,8 @@ type call struct {
 	// complete before the call can return: a hedge may still be starting,
 	// or marshalling its request, after the call has returned, when the
 	// caller may reuse every message and option it passed. The primary
-	// runs on the caller's goroutine (InlinePrimary), which the engine
-	// returns only after it, so it reads the caller's own.
+	// runs on the caller's goroutine, which the engine returns only after
+	// it, so it reads the caller's own.
 	hedges [hedge.MaxAttemptsCap]hedgeInput
 	asks   asks
 	mark   string // the incoming call's hedge mark, carried by the primary
@@ -140,31 +140,46 @@ func message(v any) (proto.Message, bool) {
 func (k *call) run(ctx context.Context, h *hedge.Hedger) error {
 	k.mark = incomingMark(ctx)
 	op := hedge.Op[*answer]{
-		Call:          k.attempt,
-		Accept:        k.accept,
-		Admit:         k.admit,
-		InlinePrimary: true, // gRPC returns promptly once cancelled
+		Call:     k.attempt,
+		Accept:   k.accept,
+		Steering: k,
 	}
 	if k.c.onReceipt != nil || len(k.asks.receipt) > 0 {
 		op.OnReceipt = k.deliver
 	}
 	if k.rep != nil {
-		k.rep.steer(&op)
+		op.Targets = k.rep.r.names
 	}
 	v, err := hedge.Do(ctx, h, op)
 	if k.rep != nil {
-		k.rep.settle(v, err)
+		k.rep.route.Finish() // a tied call's twin, held for a second copy never sent
 	}
 	return k.finish(ctx, v, err)
 }
 
-// admit prepares hedge a's input (see hedges). The engine calls it under
-// its lock just before launching a.
-func (k *call) admit(a hedge.Attempt) bool {
-	ans := &answer{reply: k.rtype.New().Interface()}
-	k.hedges[a.Index] = hedgeInput{req: proto.Clone(k.req), ans: ans, opts: k.optionsFor(ans, true)}
-	return true
+// Pick implements hedge.Steering: through the replica set for Replicas
+// (see replicaCall.pick), to the one ClientConn for the interceptor. A
+// hedge's input is made here (see hedges), under the engine's lock, just
+// before it is launched.
+func (k *call) Pick(a hedge.Attempt, used []int) (int, error) {
+	i := 0
+	if k.rep != nil {
+		var ok bool
+		if i, ok = k.rep.pick(a, used); !ok {
+			return -1, hedge.ErrNoTarget
+		}
+	}
+	if a.Index > 0 {
+		ans := &answer{reply: k.rtype.New().Interface()}
+		k.hedges[a.Index] = hedgeInput{req: proto.Clone(k.req), ans: ans, opts: k.optionsFor(ans, true)}
+	}
+	return i, nil
 }
+
+// Done implements hedge.Steering: Replicas' attempts give their tickets
+// back as they end (see replicaCall.send), with gRPC's own judgement of
+// the status.
+func (k *call) Done(hedge.Attempt, hedge.Result) {}
 
 // optionsFor returns the call options of the attempt that answers into
 // ans: the caller's, and the header, trailer and peer options it asked

@@ -29,12 +29,14 @@ var ErrInvalidConfig = errors.New("hedgegrpc: invalid config")
 // Config configures the hedging of unary calls. Methods or Hedgeable must
 // name at least one method: nothing is hedged by default.
 type Config struct {
-	// Policy is the hedging policy of every hedged method. Each method gets
-	// its own Hedger (its own latencies, adaptive delay and overload gate:
-	// methods differ in latency), and all of them draw on one Budget:
-	// Policy.Budget, or, when nil, one the Client makes with the defaults
-	// (10% extra attempts, burst 10). The zero Policy is the engine's:
-	// adaptive p95 delay, at most 2 attempts, the gate on.
+	// Policy is the hedging policy of every hedged method. Each method is
+	// a class of its own (hedge.Classes): its own latencies, adaptive delay
+	// and overload gate, since methods differ in latency; all of them draw
+	// on one Budget: Policy.Budget, or, when nil, one the Client makes with
+	// the defaults (10% extra attempts, burst 10). The zero Policy is the
+	// engine's: an adaptive delay at p(1 − budget fraction), at most 2
+	// attempts, the gate on. Beyond hedge.MaxClasses methods at once, the
+	// further ones share hedge.OtherClass.
 	Policy hedge.Policy
 
 	// Methods lists the full names of the methods to hedge
@@ -64,36 +66,29 @@ type Config struct {
 // Client hedges unary calls (see UnaryClientInterceptor). It is safe for
 // concurrent use.
 type Client struct {
-	policy    hedge.Policy // Budget set: shared by every method's Hedger
-	fixed     map[string]*hedge.Hedger
+	classes   *hedge.Classes // a class per method
+	fixed     map[string]bool
 	hedgeable func(string) bool
 	nonFatal  uint32 // bit c set: code c is not fatal
 	onReceipt func(string, hedge.Receipt)
 
 	mu    sync.Mutex
-	lazy  sync.Map // method -> *hedge.Hedger, chosen by hedgeable
+	lazy  sync.Map // method -> bool, as hedgeable chose
 	nlazy int
 }
 
 // NewClient validates cfg and returns a Client.
 func NewClient(cfg Config) (*Client, error) {
 	c := &Client{
-		policy:    cfg.Policy,
-		fixed:     make(map[string]*hedge.Hedger, len(cfg.Methods)),
+		fixed:     make(map[string]bool, len(cfg.Methods)),
 		hedgeable: cfg.Hedgeable,
 		onReceipt: cfg.OnReceipt,
 	}
 	if len(cfg.Methods) == 0 && cfg.Hedgeable == nil {
 		return nil, fmt.Errorf("%w: Methods is empty and Hedgeable is nil: no method would be hedged", ErrInvalidConfig)
 	}
-	if c.policy.Budget == nil {
-		b, err := hedge.NewBudget(hedge.DefaultBudgetFraction, hedge.DefaultBudgetBurst)
-		if err != nil {
-			return nil, err
-		}
-		c.policy.Budget = b
-	}
-	if _, err := hedge.New(c.policy); err != nil {
+	var err error
+	if c.classes, err = hedge.NewClasses(cfg.Policy); err != nil {
 		return nil, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
 	}
 	nonFatal := cfg.NonFatalCodes
@@ -110,14 +105,10 @@ func NewClient(cfg Config) (*Client, error) {
 		if err := checkMethod(m); err != nil {
 			return nil, err
 		}
-		if c.fixed[m] != nil {
+		if c.fixed[m] {
 			return nil, fmt.Errorf("%w: Methods: %q listed twice", ErrInvalidConfig, m)
 		}
-		h, err := hedge.New(c.policy)
-		if err != nil {
-			return nil, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
-		}
-		c.fixed[m] = h
+		c.fixed[m] = true
 	}
 	return c, nil
 }
@@ -143,45 +134,52 @@ func checkMethod(m string) error {
 // Hedger returns the Hedger of a hedged method, for its Stats, or nil if
 // the method is not hedged (or Hedgeable has not chosen it yet).
 func (c *Client) Hedger(fullMethod string) *hedge.Hedger {
-	if h := c.fixed[fullMethod]; h != nil {
-		return h
+	if !c.hedged(fullMethod) {
+		return nil
 	}
-	if v, ok := c.lazy.Load(fullMethod); ok {
-		return v.(*hedge.Hedger)
+	return c.classes.Hedger(fullMethod)
+}
+
+// Classes returns the per-method Hedgers.
+func (c *Client) Classes() *hedge.Classes { return c.classes }
+
+// hedged reports whether method's calls are hedged, as chosen so far.
+func (c *Client) hedged(method string) bool {
+	if c.fixed[method] {
+		return true
 	}
-	return nil
+	v, ok := c.lazy.Load(method)
+	return ok && v.(bool)
 }
 
 // hedgerFor returns the Hedger of method, or nil if its calls are not
 // hedged.
 func (c *Client) hedgerFor(method string) *hedge.Hedger {
-	if h := c.fixed[method]; h != nil {
-		return h
+	if c.fixed[method] {
+		return c.classes.Hedger(method)
 	}
 	if c.hedgeable == nil {
 		return nil
 	}
 	if v, ok := c.lazy.Load(method); ok {
-		return v.(*hedge.Hedger)
+		if v.(bool) {
+			return c.classes.Hedger(method)
+		}
+		return nil
 	}
 	if !c.hedgeable(method) {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if v, ok := c.lazy.Load(method); ok {
-		return v.(*hedge.Hedger)
+	if _, ok := c.lazy.Load(method); !ok {
+		if c.nlazy >= MaxMethods {
+			return nil
+		}
+		c.lazy.Store(method, true)
+		c.nlazy++
 	}
-	if c.nlazy >= MaxMethods {
-		return nil
-	}
-	h, err := hedge.New(c.policy) // checked by NewClient: cannot fail
-	if err != nil {
-		return nil
-	}
-	c.lazy.Store(method, h)
-	c.nlazy++
-	return h
+	return c.classes.Hedger(method)
 }
 
 // fatal reports whether a status code ends a call.

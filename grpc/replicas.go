@@ -209,7 +209,7 @@ func (r *Replicas) Invoke(ctx context.Context, method string, args, reply any, o
 	if !ok {
 		return r.once(ctx, method, args, reply, opts)
 	}
-	k.rep = &replicaCall{r: r, tied: r.tied}
+	k.rep = &replicaCall{r: r, tied: r.tied, route: r.set.Route(nil, r.tied)}
 	err := k.run(ctx, h)
 	if err == nil && r.set.OnProbation() > 0 {
 		r.shadow(method, k.req, k.reply)
@@ -219,7 +219,7 @@ func (r *Replicas) Invoke(ctx context.Context, method string, args, reply any, o
 
 // once sends a call that is not hedged to the primary's replica.
 func (r *Replicas) once(ctx context.Context, method string, args, reply any, opts []grpc.CallOption) error {
-	i, t, ok := r.set.PickPrimary(time.Now())
+	i, t, ok := r.set.Pick(time.Now(), replica.Attempt{Role: replica.Primary})
 	if !ok {
 		return status.Error(codes.Unavailable, "hedgegrpc: no replica available")
 	}
@@ -234,7 +234,7 @@ func (r *Replicas) once(ctx context.Context, method string, args, reply any, opt
 // replica's latency, and its end is the caller's to observe.
 func (r *Replicas) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	now := time.Now()
-	i, t, ok := r.set.PickPrimary(now)
+	i, t, ok := r.set.Pick(now, replica.Attempt{Role: replica.Primary})
 	if !ok {
 		return nil, status.Error(codes.Unavailable, "hedgegrpc: no replica available")
 	}
@@ -269,7 +269,7 @@ func outcome(ctx context.Context, err error) replica.Outcome {
 // returning: the caller may reuse it.
 func (r *Replicas) shadow(method string, req, reply proto.Message) {
 	now := time.Now()
-	i, t, ok := r.set.PickShadow(now)
+	i, t, ok := r.set.Pick(now, replica.Attempt{Role: replica.Shadow})
 	if !ok {
 		return
 	}
@@ -301,86 +301,22 @@ func (r *Replicas) shadow(method string, req, reply proto.Message) {
 	}()
 }
 
-// replicaCall steers one hedged call of Replicas through the replica set.
+// replicaCall steers one hedged call of Replicas through the replica set
+// (replica.Route): the primary by cost, a hedge the cheapest replica not
+// used yet, an attempt after a failure the same but falling back on one on
+// probation; a tied call's twin picked with its primary.
 type replicaCall struct {
-	r       *Replicas
-	tied    bool
-	tickets [hedge.MaxAttemptsCap]replica.Ticket // by attempt index
-	picked  [hedge.MaxAttemptsCap]time.Time
-	exclude [1]int
-
-	// Tied calls: the tie, whether the twin's ticket is held for the second
-	// copy, and which copies go tied (a copy sent because the first failed
-	// has nothing left to cancel).
-	tie      string
-	twinHeld bool
-	copies   [2]bool
+	r     *Replicas
+	tied  bool
+	route replica.Route
+	tie   string // a tied call's, made with its primary
 }
 
-func (p *replicaCall) steer(op *hedge.Op[*answer]) {
-	op.Targets = p.r.names
-	op.Pick = p.pick
-}
-
-// pick chooses attempt a's replica (under the engine's lock): the primary
-// by cost, a hedge the cheapest replica not used yet, an attempt after a
-// failure the same but falling back on one on probation. A tied call picks
-// the twin's replica with the primary's.
+// pick chooses attempt a's replica, under the engine's lock.
 func (p *replicaCall) pick(a hedge.Attempt, used []int) (int, bool) {
-	now := time.Now()
-	set := p.r.set
-	var i int
-	var t replica.Ticket
-	var ok bool
-	switch {
-	case a.Index == 0:
-		i, t, ok = set.PickPrimary(now)
-		if ok && p.tied {
-			p.tieTo(now, i)
-		}
-	case p.tied:
-		return p.pickTwin(now, a, used)
-	case a.Trigger == hedge.TriggerFailure:
-		i, t, ok = set.PickRetry(now, used)
-	default:
-		i, t, ok = set.PickAlternate(now, used)
-	}
-	if ok {
-		p.tickets[a.Index], p.picked[a.Index] = t, now
-	}
-	return i, ok
-}
-
-// tieTo makes the call tied, its primary going to replica primary, if
-// another replica is available for the twin: it holds the twin's ticket.
-func (p *replicaCall) tieTo(now time.Time, primary int) {
-	p.exclude[0] = primary
-	_, t, ok := p.r.set.PickAlternate(now, p.exclude[:])
-	if !ok {
-		return
-	}
-	p.tickets[1], p.picked[1] = t, now
-	p.twinHeld, p.tie, p.copies[0] = true, tied.NewTie(), true
-}
-
-// pickTwin picks a tied call's second attempt: the twin picked with the
-// primary, tied if sent after the delay, untied if sent because the first
-// copy failed; an untied call sends no second copy but after a failure.
-func (p *replicaCall) pickTwin(now time.Time, a hedge.Attempt, used []int) (int, bool) {
-	if a.Index != 1 {
-		return -1, false
-	}
-	if p.twinHeld {
-		p.twinHeld = false
-		p.copies[1] = a.Trigger == hedge.TriggerDelay
-		return p.tickets[1].Replica(), true
-	}
-	if a.Trigger != hedge.TriggerFailure {
-		return -1, false
-	}
-	i, t, ok := p.r.set.PickRetry(now, used)
-	if ok {
-		p.tickets[1], p.picked[1] = t, now
+	i, ok := p.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
+	if ok && a.Index == 0 && p.route.Tied(0) {
+		p.tie = tied.NewTie()
 	}
 	return i, ok
 }
@@ -388,32 +324,28 @@ func (p *replicaCall) pickTwin(now time.Time, a hedge.Attempt, used []int) (int,
 // tieMetadata writes attempt a's tie metadata into kv (room for 4) if it
 // is a tied copy, and returns how many strings it wrote.
 func (p *replicaCall) tieMetadata(a hedge.Attempt, kv []string) int {
-	if a.Index > 1 || !p.copies[a.Index] {
+	if !p.route.Tied(a.Index) {
 		return 0
 	}
-	twin := p.tickets[1-a.Index].Replica()
+	twin := p.route.Replica(0) // the second copy names the primary's server
+	if a.Index == 0 {
+		twin, _ = p.route.Twin()
+	}
 	kv[0], kv[1], kv[2], kv[3] = TieKey, p.tie, TiePeerKey, p.r.names[twin]
 	return 4
 }
 
 // send sends attempt a to its replica and gives its ticket back with the
-// outcome. A copy dropped for its twin is neutral and took no time: it
-// says how soon the twin started elsewhere, not how this replica fares.
+// outcome, as gRPC's status says it. A copy dropped for its twin is neutral
+// and took no time: it says how soon the twin started elsewhere, not how
+// this replica fares.
 func (p *replicaCall) send(ctx context.Context, a hedge.Attempt, method string, req, reply any, opts []grpc.CallOption) error {
+	start := time.Now()
 	err := p.r.conns[a.Target].Invoke(ctx, method, req, reply, opts...)
-	o, end := outcome(ctx, err), time.Now()
+	o, elapsed := outcome(ctx, err), time.Since(start)
 	if p.tied && err != nil && Dropped(err) {
-		o, end = replica.Canceled, p.picked[a.Index]
+		o, elapsed = replica.Canceled, 0
 	}
-	p.r.set.Done(p.tickets[a.Index], o, end)
+	p.route.Done(a.Index, o, elapsed)
 	return err
-}
-
-// settle gives back the twin's ticket of a tied call whose second copy was
-// never sent, once the engine has returned (no attempt can start then).
-func (p *replicaCall) settle(*answer, error) {
-	if p.twinHeld {
-		p.twinHeld = false
-		p.r.set.Done(p.tickets[1], replica.Canceled, p.picked[1])
-	}
 }

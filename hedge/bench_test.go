@@ -13,15 +13,22 @@ import (
 
 func benchHedger(b *testing.B, delay time.Duration) *Hedger {
 	b.Helper()
-	budget, err := NewBudget(1, 1e6)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := New(Policy{Delay: delay, Budget: budget, Gate: Gate{Disabled: true}})
+	h, err := New(benchPolicy(b, delay))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return h
+}
+
+// benchPolicy hedges after delay, with a budget that never runs out and
+// the gate off: the benchmarks measure the engine's bookkeeping.
+func benchPolicy(b *testing.B, delay time.Duration) Policy {
+	b.Helper()
+	budget, err := NewBudget(1, 1e6)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Policy{Delay: delay, Budget: budget, Gate: Gate{Disabled: true}}
 }
 
 // BenchmarkDo measures the engine around a call that costs nothing, so the
@@ -50,7 +57,7 @@ func BenchmarkDo(b *testing.B) {
 	b.Run("no-hedge-inline", func(b *testing.B) {
 		b.ReportAllocs()
 		h := benchHedger(b, time.Second)
-		op := Op[int]{Call: func(context.Context, Attempt) (int, error) { return 1, nil }, InlinePrimary: true}
+		op := Op[int]{Call: func(context.Context, Attempt) (int, error) { return 1, nil }}
 		for b.Loop() {
 			if _, err := Do(ctx, h, op); err != nil {
 				b.Fatal(err)
@@ -162,35 +169,35 @@ func BenchmarkTransportOverhead(b *testing.B) {
 	canned := &cannedTransport{body: body}
 	b.Run("bare", func(b *testing.B) { benchRoundTrips(b, canned, "http://a/x") })
 	b.Run("hedged-no-hedge", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: canned, Hedger: benchHedger(b, time.Second), InlinePrimary: true})
+		tr, err := NewTransport(TransportConfig{Base: canned, Policy: benchPolicy(b, time.Second)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchRoundTrips(b, tr, "http://a/x")
 	})
 	b.Run("hedged-no-hedge-detached", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: canned, Hedger: benchHedger(b, time.Second)})
+		tr, err := NewTransport(TransportConfig{Base: canned, Policy: benchPolicy(b, time.Second)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchRoundTrips(b, tr, "http://a/x")
 	})
 	b.Run("hedged-no-hedge-targets", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: canned, Hedger: benchHedger(b, time.Second), Targets: []string{"http://a", "http://b"}, InlinePrimary: true})
+		tr, err := NewTransport(TransportConfig{Base: canned, Policy: benchPolicy(b, time.Second), Targets: []string{"http://a", "http://b"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchRoundTrips(b, tr, "http://x/x")
 	})
 	b.Run("hedged-hedge-on-failure", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: &failFirst{*canned}, Hedger: benchHedger(b, time.Second), Targets: []string{"http://a", "http://b"}, InlinePrimary: true})
+		tr, err := NewTransport(TransportConfig{Base: &failFirst{*canned}, Policy: benchPolicy(b, time.Second), Targets: []string{"http://a", "http://b"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		benchRoundTrips(b, tr, "http://x/x")
 	})
 	b.Run("hedged-hedge-fires", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: &stallFirst{*canned}, Hedger: benchHedger(b, time.Microsecond), Targets: []string{"http://a", "http://b"}, InlinePrimary: true})
+		tr, err := NewTransport(TransportConfig{Base: &stallFirst{*canned}, Policy: benchPolicy(b, time.Microsecond), Targets: []string{"http://a", "http://b"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -212,7 +219,7 @@ func BenchmarkTransportLoopback(b *testing.B) {
 	b.Run("hedged-no-hedge", func(b *testing.B) {
 		base := NewBaseTransport()
 		defer base.CloseIdleConnections()
-		tr, err := NewTransport(TransportConfig{Base: base, Hedger: benchHedger(b, time.Second), Targets: []string{srv.URL}})
+		tr, err := NewTransport(TransportConfig{Base: base, Policy: benchPolicy(b, time.Second), Targets: []string{srv.URL}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -402,13 +402,24 @@ func TestLateCompletionAndUnobserved(t *testing.T) {
 		var c collector
 		var released atomic.Int32
 		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, MaxAttempts: 3, ObserveWindow: 100 * time.Millisecond})
-		// The primary ignores cancellation and finishes 40ms after the
-		// winner; the first hedge ignores it for 500ms; the second wins.
+		// The primary, told to stop, returns its result anyway (its work
+		// was done); the first hedge ignores cancellation for 500ms; the
+		// second wins.
 		lat := []time.Duration{60 * time.Millisecond, 520 * time.Millisecond, 0}
 		start := time.Now()
 		v, err := Do(t.Context(), h, Op[int]{
-			Targets:   []string{"a", "b", "c"},
-			Call:      func(ctx context.Context, a Attempt) (int, error) { time.Sleep(lat[a.Index]); return a.Index, nil },
+			Targets: []string{"a", "b", "c"},
+			Call: func(ctx context.Context, a Attempt) (int, error) {
+				if a.Index == 0 {
+					select {
+					case <-time.After(lat[0]):
+					case <-ctx.Done():
+					}
+					return 0, nil
+				}
+				time.Sleep(lat[a.Index])
+				return a.Index, nil
+			},
 			Release:   func(int) { released.Add(1) },
 			OnReceipt: c.receipt,
 		})
@@ -430,7 +441,7 @@ func TestLateCompletionAndUnobserved(t *testing.T) {
 		if r.CancellationsRequested != 2 || r.LateCompletions != 1 || r.Unobserved != 1 || r.CancellationsObserved != 0 {
 			t.Errorf("receipt %+v", r)
 		}
-		if r.Attempts[0].Fate != FateLate || r.Attempts[0].Duration.Duration() != 60*time.Millisecond {
+		if r.Attempts[0].Fate != FateLate || r.Attempts[0].Duration.Duration() != 20*time.Millisecond {
 			t.Errorf("primary %+v", r.Attempts[0])
 		}
 		if r.Attempts[1].Fate != FateUnobserved || r.Attempts[1].Duration != 0 {
@@ -542,7 +553,12 @@ func TestCapacityAndNoTarget(t *testing.T) {
 		budget := h.budget.Credits()
 		_, err := Do(t.Context(), h, Op[string]{
 			Call: sleepy(5*time.Millisecond, time.Millisecond), Targets: []string{"a", "b"},
-			Admit:     func(Attempt) bool { return false },
+			Steering: steerFuncs{pick: func(a Attempt, _ []int) (int, error) {
+				if a.Index > 0 {
+					return 0, ErrNoCapacity
+				}
+				return 0, nil
+			}},
 			OnReceipt: c.receipt,
 		})
 		if err != nil {
@@ -557,12 +573,12 @@ func TestCapacityAndNoTarget(t *testing.T) {
 		}
 		_, err = Do(t.Context(), h, Op[string]{
 			Call: sleepy(5*time.Millisecond, time.Millisecond), Targets: []string{"a", "b"},
-			Pick: func(a Attempt, used []int) (int, bool) {
+			Steering: steerFuncs{pick: func(a Attempt, used []int) (int, error) {
 				if a.Index == 0 {
-					return 0, true
+					return 0, nil
 				}
-				return 0, false
-			},
+				return 0, ErrNoTarget
+			}},
 			OnReceipt: c.receipt,
 		})
 		if err != nil {
@@ -572,16 +588,16 @@ func TestCapacityAndNoTarget(t *testing.T) {
 			t.Errorf("receipt %+v", r)
 		}
 		_, err = Do(t.Context(), h, Op[string]{
-			Call: sleepy(time.Millisecond),
-			Pick: func(Attempt, []int) (int, bool) { return 0, false },
+			Call:     sleepy(time.Millisecond),
+			Steering: steerFuncs{pick: func(Attempt, []int) (int, error) { return 0, ErrNoTarget }},
 		})
 		if !errors.Is(err, ErrNoTarget) {
 			t.Errorf("err %v, want ErrNoTarget", err)
 		}
 		// A picker returning an out-of-range target is treated as none.
 		_, err = Do(t.Context(), h, Op[string]{
-			Call: sleepy(time.Millisecond),
-			Pick: func(Attempt, []int) (int, bool) { return 3, true },
+			Call:     sleepy(time.Millisecond),
+			Steering: steerFuncs{pick: func(Attempt, []int) (int, error) { return 3, nil }},
 		})
 		if !errors.Is(err, ErrNoTarget) {
 			t.Errorf("err %v, want ErrNoTarget", err)
@@ -597,10 +613,10 @@ func TestPickSeesUsedTargets(t *testing.T) {
 		_, err := Do(t.Context(), h, Op[string]{
 			Call:    sleepy(10*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond),
 			Targets: []string{"a", "b", "c"},
-			Pick: func(a Attempt, used []int) (int, bool) {
+			Steering: steerFuncs{pick: func(a Attempt, used []int) (int, error) {
 				seen = append(seen, append([]int(nil), used...))
-				return 2 - a.Index, true
-			},
+				return 2 - a.Index, nil
+			}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -757,5 +773,20 @@ func TestNotAnAnswerRanksLast(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// steerFuncs is a Steering made of functions, for tests; nil done does
+// nothing.
+type steerFuncs struct {
+	pick func(a Attempt, used []int) (int, error)
+	done func(a Attempt, r Result)
+}
+
+func (s steerFuncs) Pick(a Attempt, used []int) (int, error) { return s.pick(a, used) }
+
+func (s steerFuncs) Done(a Attempt, r Result) {
+	if s.done != nil {
+		s.done(a, r)
 	}
 }

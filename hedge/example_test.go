@@ -79,28 +79,25 @@ func ExampleDo() {
 	// west: failure, won
 }
 
-// A Transport hedges reads over replica base URLs. The primary replica
-// here hangs until its request is cancelled; after the 20ms delay a hedge,
-// marked with the Tailgate-Hedge header, goes to the other replica and
-// wins, and the primary's request is cancelled.
+// A Transport hedges reads over replica base URLs. One replica here hangs
+// until its request is cancelled: if the primary goes there, after the
+// 20ms delay a hedge, marked with the Tailgate-Hedge header, goes to the
+// other replica and wins, and the primary's request is cancelled. Either
+// way the fast replica answers.
 func ExampleTransport() {
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // a straggler: answers only when the client gives up
 	}))
 	defer slow.Close()
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "item %s (hedge %s)", r.URL.Query().Get("id"), r.Header.Get(hedge.HedgeHeader))
+		fmt.Fprintf(w, "item %s", r.URL.Query().Get("id"))
 	}))
 	defer fast.Close()
 
-	h, err := hedge.New(hedge.Policy{Delay: 20 * time.Millisecond})
-	if err != nil {
-		panic(err)
-	}
 	receipts := make(chan hedge.Receipt, 1)
 	t, err := hedge.NewTransport(hedge.TransportConfig{
-		Hedger:  h,
-		Targets: []string{slow.URL, fast.URL}, // the first is the primary
+		Policy:  hedge.Policy{Delay: 20 * time.Millisecond},
+		Targets: []string{slow.URL, fast.URL},
 		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
 			receipts <- r
 		},
@@ -120,15 +117,10 @@ func ExampleTransport() {
 	fmt.Println(resp.StatusCode, string(body))
 
 	r := <-receipts
-	fmt.Println("outcome:", r.Outcome, "winner attempt:", r.WinnerAttempt, "fast replica won:", r.WinnerTargetName == fast.URL)
-	for _, a := range r.Attempts {
-		fmt.Printf("attempt %d: %s, %s\n", a.Index, a.Trigger, a.Fate)
-	}
+	fmt.Println("outcome:", r.Outcome, "fast replica won:", r.WinnerTargetName == fast.URL)
 	// Output:
-	// 200 item 7 (hedge 1)
-	// outcome: won winner attempt: 1 fast replica won: true
-	// attempt 0: primary, canceled
-	// attempt 1: delay, won
+	// 200 item 7
+	// outcome: won fast replica won: true
 }
 
 // NewClient is the ready-made hedging client. A primary that answers 5xx
@@ -144,7 +136,7 @@ func ExampleNewClient() {
 	}))
 	defer healthy.Close()
 
-	client, err := hedge.NewClient(hedge.ClientConfig{
+	client, err := hedge.NewClient(hedge.TransportConfig{
 		Targets: []string{overloaded.URL, healthy.URL},
 		Policy:  hedge.Policy{Delay: 50 * time.Millisecond},
 	})

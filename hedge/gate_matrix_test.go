@@ -125,7 +125,7 @@ func runSimCell(t *testing.T, share, load float64, hedging bool) simCell {
 				break
 			}
 			if warm {
-				go Do(context.Background(), h, Op[int]{Targets: []string{"a", "b"}, First: i % 2, InlinePrimary: true,
+				go Do(context.Background(), h, Op[int]{Targets: []string{"a", "b"}, First: i % 2,
 					Call: func(ctx context.Context, a Attempt) (int, error) { return 0, reps[a.Target].serve(ctx, &work) }})
 				continue
 			}
@@ -138,7 +138,7 @@ func runSimCell(t *testing.T, share, load float64, hedging bool) simCell {
 				begin := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), simTimeout)
 				defer cancel()
-				_, err := Do(ctx, h, Op[int]{Targets: []string{"a", "b"}, First: i % 2, InlinePrimary: true,
+				_, err := Do(ctx, h, Op[int]{Targets: []string{"a", "b"}, First: i % 2,
 					Call: func(ctx context.Context, a Attempt) (int, error) {
 						return 0, reps[a.Target].serve(ctx, &work)
 					}})

@@ -15,7 +15,6 @@ func TestDerivingContextsWhileLosingNeverHangs(t *testing.T) {
 		res := make(chan error, 1)
 		go func() {
 			_, err := Do(context.Background(), h, Op[int]{
-				InlinePrimary: true,
 				Call: func(ctx context.Context, a Attempt) (int, error) {
 					if a.Index == 1 {
 						return 1, nil

@@ -12,8 +12,8 @@ import (
 // a hedge of it is re-marked with its own attempt index.
 func TestPrimaryForwardsIncomingHedgeHeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, body: "a"}
-		tr, _ := newMemTransport(t, Policy{Delay: time.Second}, TransportConfig{Targets: []string{"http://a"}}, map[string]*replica{"a": a})
+		a := &backend{lat: time.Millisecond, body: "a"}
+		tr, _ := newMemTransport(t, Policy{Delay: time.Second}, TransportConfig{Targets: []string{"http://a"}}, map[string]*backend{"a": a})
 		req, _ := http.NewRequest("GET", "http://x/", nil)
 		req.Header.Set(HedgeHeader, "1")
 		resp, err := tr.RoundTrip(req)

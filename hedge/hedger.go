@@ -12,6 +12,8 @@ import (
 // endpoints should not mix) and share it between goroutines: it is safe for
 // concurrent use. Update changes its policy while it runs.
 type Hedger struct {
+	class string // its name in a Classes, for the Observer's events
+
 	// cur is the policy in force and the gate that goes with it. An
 	// operation loads it once, as it starts, and keeps it to the end, so
 	// that an Update never changes the rules of an operation under way.
@@ -29,15 +31,14 @@ type Hedger struct {
 	// early (see timerLead).
 	timerLag atomic.Int64
 
-	// Pools of coordination objects that are provably idle after an
-	// operation. They pay for Do, whose calls are often in-process and
-	// cost less than the engine: without the timer pool an inline Do took
-	// 1.41µs and 6 allocations instead of 0.99µs and 3 (BenchmarkDo,
-	// medians of 6). Over real HTTP they are lost in the noise
-	// (BenchmarkTransportLoopback: 98.5 against 99.2µs).
+	// lastUsed is when an operation last started (coarse: Unix seconds),
+	// for Classes to forget idle classes.
+	lastUsed atomic.Int64
+
+	// timers pools stopped hedge-delay timers: an operation that never
+	// hedges then costs no timer allocation (BenchmarkDo: see
+	// docs/performance.md).
 	timers sync.Pool // *delayTimer, stopped
-	wakes  sync.Pool // chan struct{}, empty
-	ops    sync.Pool // *funcOp[T] that nothing references any more
 }
 
 // New returns a Hedger for p, or an error wrapping ErrInvalidPolicy that
@@ -119,6 +120,15 @@ func (h *Hedger) StatsAt(now time.Time) Stats {
 	}
 }
 
+// Expected returns the median latency of recent accepted attempts (zero
+// while unknown): a hedge is not sent with less time than this left, and
+// a caller may refuse work that cannot finish within the client's
+// deadline. It costs two atomic loads (refreshed every 100ms).
+func (h *Hedger) Expected() time.Duration {
+	_, expected, _ := h.delays.current(time.Now())
+	return expected
+}
+
 // record notes the latency of an accepted attempt, or the lower bound of
 // a cancelled loser's, for the delay and the gate in force (an operation
 // that began under an earlier policy still measures the endpoint).
@@ -129,6 +139,7 @@ func (h *Hedger) record(now time.Time, l time.Duration) {
 
 func (h *Hedger) observe(e Event) {
 	if h.wants&(1<<e.Kind) != 0 {
+		e.Class = h.class
 		h.obs.Observe(e)
 	}
 }
@@ -151,22 +162,20 @@ func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
 // putDelayTimer stops d and pools it if its function is sure not to run:
 // since Go 1.23, Stop returning true guarantees that. A timer whose function
 // may be running is left to the garbage collector.
-// It reports whether the timer's function is sure not to run.
-func (h *Hedger) putDelayTimer(d *delayTimer) bool {
+func (h *Hedger) putDelayTimer(d *delayTimer) {
 	if d.t.Stop() {
 		d.target.Store(nil)
 		h.timers.Put(d)
-		return true
 	}
-	return false
 }
 
-// wakeChan returns an empty channel with room for the one wake-up.
-func (h *Hedger) wakeChan() chan struct{} {
-	if c, ok := h.wakes.Get().(chan struct{}); ok {
-		return c
+// touch notes that an operation starts at now (see lastUsed). It writes
+// only when the second changes, so that the operations of a busy Hedger
+// do not take turns owning the cache line.
+func (h *Hedger) touch(now time.Time) {
+	if s := now.Unix(); h.lastUsed.Load() != s {
+		h.lastUsed.Store(s)
 	}
-	return make(chan struct{}, 1)
 }
 
 // noteTimerLag records that a delay timer fired lag after the time it was

@@ -21,8 +21,8 @@ func TestLoopbackNoStuckAttempts(t *testing.T) {
 	defer srv.Close()
 	base := NewBaseTransport()
 	defer base.CloseIdleConnections()
-	h := mustNew(t, Policy{Delay: 300 * time.Microsecond, Budget: mustBudget(t, 1, 1e9), Gate: Gate{Disabled: true}})
-	tr, err := NewTransport(TransportConfig{Base: base, Hedger: h})
+	p := Policy{Delay: 300 * time.Microsecond, Budget: mustBudget(t, 1, 1e9), Gate: Gate{Disabled: true}}
+	tr, err := NewTransport(TransportConfig{Base: base, Policy: p})
 	if err != nil {
 		t.Fatal(err)
 	}

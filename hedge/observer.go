@@ -59,7 +59,10 @@ func (k EventKind) String() string {
 
 // Event is one observation. Fields not relevant to the Kind are zero.
 type Event struct {
-	Kind    EventKind
+	Kind EventKind
+	// Class is the class of the Hedger that saw it, in its Classes (empty
+	// for a Hedger of its own).
+	Class   string
 	Attempt Attempt
 	Elapsed time.Duration
 	Delay   time.Duration

@@ -8,78 +8,108 @@ import (
 	"time"
 )
 
-type result[T any] struct {
-	idx int
-	v   T
-	err error
-}
-
-// operation is the state of one Do: a small state machine driven by the
-// goroutines that report into it (attempts, the delay timer, the parent's
-// cancellation) under mu. The caller's goroutine starts it and, unless the
-// outcome is already known, waits on wake.
+// operation is the state of one Do: the attempts it launched, each with its
+// own record, and the outcome, under mu. It is driven by the goroutines
+// that report into it (attempts, the delay timer, the caller when its
+// context ends). Every entry point locks mu, changes the state, unlocks,
+// and then carries out what the change asks for (see effects): cancelling
+// the attempts, freeing results, delivering the receipt. One method,
+// decide, ends the operation.
+//
+// The primary runs on the caller's goroutine (run); hedges run in their
+// own. An operation that never hedges costs no goroutine and no channel.
 type operation[T any] struct {
-	h      *Hedger
-	s      *settings // the policy and gate in force as it began, to the end (its MaxAttempts: o.s.p's, not a copy, which would take the operation into the next size class)
-	fn     calls[T]
-	hooks  *hooks
-	steer  steering // per-operation Pick and Admit, overriding hooks
-	first  int      // target of the primary, without pick
-	parent context.Context
-	ctx    context.Context    // context.WithCancel(parent): what attempts run under
-	cancel context.CancelFunc // cancels every attempt; called when the outcome is decided
-	start  time.Time
-	delay  time.Duration
-	expect time.Duration
+	h       *Hedger
+	s       *settings // the policy and gate in force as it began, to the end
+	fn      calls[T]
+	steer   Steering // nil: attempt i goes to target (first+i) mod targets
+	names   []string // the targets' names, for the receipt
+	first   int
+	parent  context.Context
+	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
+	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided
+	start   time.Time
+	delay   time.Duration
+	expect  time.Duration
+	warm    bool // the delay was an adaptive delay's warm-up guess
+	timer   *delayTimer
+	timerAt delayTarget
 
-	mu           sync.Mutex
-	launched     int
-	pending      int      // attempts launched and not yet returned
-	wanted       bool     // a hedge was wanted because an answer was late
-	lateHedged   bool     // ... and one was sent: the gate learns how it fared
-	pass         gatePass // what the gate granted it, handed back at the end
-	warm         bool     // the delay was an adaptive delay's warm-up guess
-	finished     bool     // the outcome is decided; later reports are late
-	windowClosed bool
-	delivered    bool
-	outcome      Outcome
-	res          result[T]     // the winner, or the latest refused result
-	verdict      error         // why res was refused
-	haveRefused  bool          // res holds a refused result
-	refusedVoid  bool          // ... whose verdict wraps ErrNotAnAnswer
-	wake         chan struct{} // set while the caller waits
-	timer        *delayTimer
-	timerTarget  delayTarget
-	fireAt       time.Time // when the armed delay timer is meant to fire
-	window       *time.Timer
-	tally        tally
+	mu         sync.Mutex
+	phase      phase
+	outcome    Outcome
+	launched   int
+	pending    int // attempts launched and not yet reported
+	winner     int // the winning attempt, or -1
+	kept       int // the attempt whose refused result Do returns if nothing wins, or -1
+	wanted     bool
+	lateHedged bool     // a hedge went because an answer was late: the gate learns how it fared
+	pass       gatePass // what the gate granted the operation, handed back at the end
+	fireAt     time.Time
+	window     *time.Timer
+	wake       chan struct{} // made when the caller waits
+	tally      tally
 
-	// Per-attempt state. The primary's lives inline; a hedge allocates its
-	// own, so an operation that never hedges stays one small allocation.
-	// Attempt contexts are handed out, so they never move; records may.
-	ctxs [MaxAttemptsCap]*attemptCtx
-	ctx0 *attemptCtx     // the primary's, if the owner supplies one
-	rec  []AttemptRecord // rec[i] describes attempt i
-	rec0 [1]AttemptRecord
-
-	timerStopped bool // the delay timer was stopped before it could fire
-	used         [MaxAttemptsCap]int
+	// Per-attempt records: the primary's inline, a hedge's allocated as it
+	// is launched, so that an operation that never hedges stays one
+	// allocation. An attempt's context is handed out: it never moves.
+	a0       attempt[T]
+	attempts [MaxAttemptsCap]*attempt[T]
+	used     [MaxAttemptsCap]int // Pick's argument, kept here so that it does not escape
 }
 
-func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], hk *hooks, first int) {
-	o.h, o.fn, o.hooks, o.parent, o.first = h, fn, hk, ctx, first
+// phase is where an operation is: running until an outcome is decided, then
+// decided until its receipt is final, then delivered.
+type phase uint8
+
+const (
+	running phase = iota
+	decided
+	delivered
+)
+
+// attempt is one attempt's record: its context, its line in the receipt
+// and, once it has reported, its result.
+type attempt[T any] struct {
+	ctx     attemptCtx
+	rec     AttemptRecord
+	v       T
+	err     error
+	verdict error
+}
+
+// effects are what a change of an operation's state asks for once its lock
+// is released: user code (Release, receipts) and cancellation never run
+// under it.
+type effects[T any] struct {
+	cancel     bool // cancel the attempts still out
+	waitParent bool // ... once the parent's own cancellation has arrived
+	deliver    bool // the receipt is final
+	free       [2]T // results to Release
+	nfree      int
+}
+
+func (fx *effects[T]) release(v T) {
+	fx.free[fx.nfree] = v
+	fx.nfree++
+}
+
+func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, names []string, first int) {
+	o.h, o.fn, o.steer, o.names, o.first, o.parent = h, fn, steer, names, first, ctx
 	o.s = h.cur.Load()
+	o.winner, o.kept = -1, -1
 }
 
+// run runs the operation on the caller's goroutine and returns its result.
 func (o *operation[T]) run() (T, error) {
 	h := o.h
 	var zero T
 	now := time.Now()
 	o.start = now
+	h.touch(now)
 	if err := o.parent.Err(); err != nil {
 		// Nothing is launched, but the caller is still owed its receipt.
-		o.outcome = OutcomeCanceled
-		o.delivered = true
+		o.outcome, o.phase = OutcomeCanceled, delivered
 		o.deliver()
 		return zero, fmt.Errorf("hedge: %w", err)
 	}
@@ -87,176 +117,141 @@ func (o *operation[T]) run() (T, error) {
 	o.s.gate.addOp(now)
 	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
-
 	if t := o.s.p.Timeout; t > 0 {
 		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
 	} else {
 		o.ctx, o.cancel = context.WithCancel(o.parent)
 	}
+
 	o.mu.Lock()
 	primary := Attempt{Trigger: TriggerPrimary}
-	target, ok := o.pick(primary)
-	if !ok {
+	target, err := o.pick(primary)
+	if err != nil {
 		o.outcome = OutcomeFailed
-		o.finish(now) // unlocks
-		return zero, ErrNoTarget
+		var fx effects[T]
+		o.decide(now, &fx)
+		o.mu.Unlock()
+		o.after(&fx)
+		if errors.Is(err, ErrNoTarget) {
+			return zero, err
+		}
+		return zero, fmt.Errorf("%w: %w", ErrNoTarget, err)
 	}
 	primary.Target = target
-	o.launch(now, primary, !o.hooks.inline)
+	o.launch(now, primary, false)
 	if o.s.p.MaxAttempts > 1 {
-		o.timerTarget.op = o
-		o.timer = h.delayTimer(&o.timerTarget)
+		o.timerAt.op = o
+		o.timer = h.delayTimer(&o.timerAt)
 		o.arm(now)
 	}
 	o.mu.Unlock()
 
-	if o.hooks.inline {
-		// The parent's cancellation reaches the primary through o.ctx.
-		x := o.ctxs[0]
-		v, err := o.fn.call(x, x.a)
-		o.report(0, v, err)
-	}
+	x := &o.a0.ctx
+	v, err := o.fn.call(x, x.a)
+	o.report(0, v, err)
 	o.wait()
 
+	// Decided: the outcome, the winner and the kept result no longer
+	// change, so they are read without the lock.
 	switch o.outcome {
 	case OutcomeWon:
-		return o.res.v, o.res.err
+		w := o.attempts[o.winner]
+		return w.v, w.err
 	case OutcomeCanceled:
 		return zero, fmt.Errorf("hedge: %w", o.ctx.Err())
 	}
-	if o.res.err != nil {
-		return o.res.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, o.res.err)
+	k := o.attempts[o.kept]
+	if k.err != nil {
+		return k.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, k.err)
 	}
-	return o.res.v, fmt.Errorf("%w after %d attempt(s): %w", ErrNotAccepted, o.launched, o.verdict)
+	return k.v, fmt.Errorf("%w after %d attempt(s): %w", ErrNotAccepted, o.launched, k.verdict)
 }
 
-// wait blocks until the outcome is decided. The wake channel comes from a
-// pool: finish sends on it exactly once, and it is empty again when wait
-// returns it.
+// wait blocks until the outcome is decided, or the operation's context
+// ends (the caller left, or the policy's Timeout passed), which decides it.
 func (o *operation[T]) wait() {
 	o.mu.Lock()
-	if o.finished {
+	if o.phase != running {
 		o.mu.Unlock()
 		return
 	}
-	o.wake = o.h.wakeChan()
+	o.wake = make(chan struct{}, 1)
 	o.mu.Unlock()
-	if o.parent.Done() == nil && o.s.p.Timeout <= 0 {
-		// Only finish can end o.ctx, and finish sends on wake: watching
-		// o.ctx would just allocate its Done channel.
-		<-o.wake
-	} else {
-		select {
-		case <-o.wake:
-		case <-o.ctx.Done(): // the caller left or the policy's Timeout passed
-			o.onContextDone()
-			<-o.wake // sent by whichever finish won
+	select {
+	case <-o.wake:
+	case <-o.ctx.Done():
+		o.mu.Lock()
+		var fx effects[T]
+		if o.phase == running {
+			o.outcome = OutcomeCanceled
+			o.decide(time.Now(), &fx)
 		}
-	}
-	o.h.wakes.Put(o.wake)
-}
-
-// onContextDone ends the operation because its context ended: the caller's
-// was cancelled or the policy's Timeout passed.
-func (o *operation[T]) onContextDone() {
-	o.mu.Lock()
-	if o.finished {
 		o.mu.Unlock()
-		return
+		o.after(&fx)
 	}
-	o.outcome = OutcomeCanceled
-	stale, release := o.takeRefused()
-	o.finish(time.Now())
-	if release {
-		o.fn.release(stale)
-	}
-}
-
-// takeRefused removes the kept refused result, reporting whether it needs
-// releasing. Called with o.mu held.
-func (o *operation[T]) takeRefused() (T, bool) {
-	v, release := o.res.v, o.haveRefused && o.res.err == nil
-	o.res, o.verdict, o.haveRefused, o.refusedVoid = result[T]{}, nil, false, false
-	return v, release
 }
 
 // pick chooses the target of attempt a. Called with o.mu held.
-func (o *operation[T]) pick(a Attempt) (int, bool) {
-	n := max(len(o.hooks.targets), 1)
-	if o.steer != nil || o.hooks.pick != nil {
-		used := o.used[:o.launched] // in the operation: a local would escape
-		for i := range used {
-			used[i] = o.rec[i].Target
+func (o *operation[T]) pick(a Attempt) (int, error) {
+	n := max(len(o.names), 1)
+	if o.steer == nil {
+		first := o.first % n
+		if first < 0 {
+			first += n
 		}
-		var t int
-		var ok bool
-		if o.steer != nil {
-			t, ok = o.steer.Pick(a, used)
-		} else {
-			t, ok = o.hooks.pick(a, used)
-		}
-		return t, ok && t >= 0 && t < n
+		return (first + a.Index) % n, nil
 	}
-	first := o.first % n
-	if first < 0 {
-		first += n
+	used := o.used[:o.launched]
+	for i := range used {
+		used[i] = o.attempts[i].rec.Target
 	}
-	return (first + a.Index) % n, true
+	t, err := o.steer.Pick(a, used)
+	if err == nil && (t < 0 || t >= n) {
+		err = fmt.Errorf("%w: target %d out of range [0, %d)", ErrNoTarget, t, n)
+	}
+	return t, err
 }
 
-// admit asks the caller's hook whether hedge a may start. Called with o.mu
-// held.
-func (o *operation[T]) admit(a Attempt) bool {
-	if o.steer != nil {
-		return o.steer.Admit(a)
-	}
-	return o.hooks.admit == nil || o.hooks.admit(a)
-}
-
-// launch records attempt a, has its owner prepare it and, if spawn, starts
-// it in a new goroutine. Called with o.mu held.
+// launch records attempt a, has its owner prepare it and, unless it is
+// the primary (which run calls), starts it in a goroutine of its own.
+// Called with o.mu held.
 func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
-	i := a.Index
-	x := o.ctx0
-	if i == 0 {
-		o.rec = o.rec0[:0]
+	x := &o.a0
+	if a.Index > 0 {
+		x = new(attempt[T])
 	}
-	if x == nil || i > 0 {
-		x = new(attemptCtx)
-	}
-	*x = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
-	o.ctxs[i] = x
-	o.rec = append(o.rec, AttemptRecord{
-		Index:      i,
+	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
+	x.rec = AttemptRecord{
+		Index:      a.Index,
 		Target:     a.Target,
 		TargetName: o.targetName(a.Target),
 		Trigger:    a.Trigger,
 		Start:      Millis(now.Sub(o.start)),
-	})
+	}
+	o.attempts[a.Index] = x
 	o.launched++
 	o.pending++
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
-	o.fn.prepare(x, a)
+	o.fn.prepare(&x.ctx, a)
 	if spawn {
-		go o.attempt(i)
+		go o.attempt(x)
 	}
 }
 
 func (o *operation[T]) targetName(t int) string {
-	if t < len(o.hooks.targets) {
-		return o.hooks.targets[t]
+	if t < len(o.names) {
+		return o.names[t]
 	}
 	return ""
 }
 
-// attempt runs attempt i in its own goroutine.
-func (o *operation[T]) attempt(i int) {
-	x := o.ctxs[i]
-	v, err := o.fn.call(x, x.a)
-	o.report(i, v, err)
+// attempt runs a hedge in its own goroutine.
+func (o *operation[T]) attempt(x *attempt[T]) {
+	v, err := o.fn.call(&x.ctx, x.ctx.a)
+	o.report(x.ctx.a.Index, v, err)
 }
 
-// onDelay runs when the hedge delay expires with no outcome.
+// onDelay runs when the hedge delay expires.
 func (o *operation[T]) onDelay() {
 	now := time.Now()
 	o.mu.Lock()
@@ -264,7 +259,7 @@ func (o *operation[T]) onDelay() {
 	// A timer re-armed while its previous firing was on its way (or handed
 	// from a finished operation to this one) may fire early: only a firing
 	// at or after the time it was armed for counts.
-	if o.finished || now.Before(o.fireAt) {
+	if o.phase != running || now.Before(o.fireAt) {
 		return
 	}
 	o.h.noteTimerLag(now.Sub(o.fireAt))
@@ -272,11 +267,10 @@ func (o *operation[T]) onDelay() {
 }
 
 // tryHedge launches the next attempt unless a limit says no, and reports
-// whether it did. Checks run cheapest and least consuming first; the budget
-// credit is taken last but one, and handed back if Admit refuses. Called
-// with o.mu held.
+// whether it did. Checks run cheapest and least consuming first; the
+// budget credit is taken before the pick, and handed back if the pick
+// finds no target. Called with o.mu held.
 func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
-	h := o.h
 	if o.ctx.Err() != nil {
 		return false // the caller has left or time is up; not a suppression
 	}
@@ -308,29 +302,26 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 			return false
 		}
 	}
-	if !h.budget.TrySpend() {
+	if !o.h.budget.TrySpend() {
 		o.s.gate.refuse(pass, now)
 		o.suppress(a, SuppressBudget)
 		return false
 	}
-	// Choosing the target comes last but one, so that a picker that takes
-	// resources for the attempt (a breaker ticket, say) only does so for a
-	// hedge that every limit has let through; only Admit, the caller's own
-	// hook, can still refuse, and it releases what its pick took.
-	target, ok := o.pick(a)
-	if !ok {
-		h.budget.refund()
+	// The pick comes last, so that a Steering that takes resources for the
+	// attempt (a breaker ticket, an attempt slot) only does so for a hedge
+	// that every other limit has let through.
+	target, err := o.pick(a)
+	if err != nil {
+		o.h.budget.refund()
 		o.s.gate.refuse(pass, now)
-		o.suppress(a, SuppressNoTarget)
+		r := SuppressNoTarget
+		if errors.Is(err, ErrNoCapacity) {
+			r = SuppressCapacity
+		}
+		o.suppress(a, r)
 		return false
 	}
 	a.Target = target
-	if !o.admit(a) {
-		h.budget.refund()
-		o.s.gate.refuse(pass, now)
-		o.suppress(a, SuppressCapacity)
-		return false
-	}
 	o.launch(now, a, true)
 	if delayed {
 		o.s.gate.launched(pass)
@@ -354,188 +345,208 @@ func (o *operation[T]) arm(now time.Time) {
 	o.timer.t.Reset(o.delay - lead)
 }
 
-// suppress accounts for hedge a, not sent for reason r.
+// suppress accounts for hedge a, not sent for reason r. Called with o.mu
+// held.
 func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 	o.tally.suppressed[r]++
 	o.h.observe(Event{Kind: EventSuppress, Reason: r, Attempt: Attempt{Index: a.Index}})
-	tellSuppressed(o.steer, a, r)
+	if s, ok := o.steer.(interface {
+		Suppressed(a Attempt, r SuppressReason)
+	}); ok {
+		s.Suppressed(Attempt{Index: a.Index, Trigger: a.Trigger}, r)
+	}
 }
 
 // report applies the result of attempt i, in the goroutine that ran it.
 func (o *operation[T]) report(i int, v T, err error) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
+	x := o.attempts[i] // set at launch, before the attempt could run
+	elapsed := end.Sub(o.start) - x.ctx.start
 	verdict := o.fn.accept(v, err)
-	o.fn.done(o.ctxs[i].a, v, verdict, end.Sub(o.startOf(i)))
+	o.fn.done(x.ctx.a, v, verdict, elapsed)
+
 	o.mu.Lock()
-	if !o.finished && o.ctx.Err() != nil {
-		// The caller has left, and its cancellation reached this attempt
-		// (through o.ctx) before anyone decided the
-		// operation: end it now, so that this attempt and any other still
-		// running count as cancelled by the caller.
+	var fx effects[T]
+	if o.phase == running && o.ctx.Err() != nil {
+		// The caller has left, or time is up, and the cancellation
+		// reached this attempt before anyone decided the operation: end it
+		// now, so that this attempt and any other still out count as
+		// cancelled by the caller.
 		o.outcome = OutcomeCanceled
-		stale, release := o.takeRefused()
-		o.finish(end) // unlocks; pending still counts this attempt
-		if release {
-			o.fn.release(stale)
-		}
-		o.mu.Lock()
+		o.decide(end, &fx)
 	}
 	o.pending--
-	if o.finished {
-		o.late(i, v, err, end) // unlocks
+	if o.phase != running {
+		o.late(x, v, err, elapsed, &fx)
+		o.mu.Unlock()
+		o.after(&fx)
 		return
 	}
-	rec := &o.rec[i]
-	elapsed := end.Sub(o.startOf(i))
-	rec.Duration = Millis(elapsed)
-	a := o.ctxs[i].a
+	x.rec.Duration = Millis(elapsed)
+	x.v, x.err, x.verdict = v, err, verdict
 	if verdict == nil {
-		rec.Fate = FateWon
-		stale, release := o.takeRefused()
-		o.outcome = OutcomeWon
-		o.res = result[T]{idx: i, v: v, err: err}
+		x.rec.Fate = FateWon
+		o.outcome, o.winner = OutcomeWon, i
 		o.tally.winnerLatency = end.Sub(o.start)
 		o.h.record(end, elapsed)
-		o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: FateWon})
-		o.h.observe(Event{Kind: EventWin, Attempt: a, Elapsed: end.Sub(o.start)})
-		o.finish(end) // unlocks
-		if release {
-			o.fn.release(stale)
-		}
+		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: FateWon})
+		o.h.observe(Event{Kind: EventWin, Attempt: x.ctx.a, Elapsed: end.Sub(o.start)})
+		o.decide(end, &fx)
+		o.mu.Unlock()
+		o.after(&fx)
 		return
 	}
-	rec.Error = verdict.Error()
-	rec.Fate = FateRejected
+	x.rec.Error = verdict.Error()
+	x.rec.Fate = FateRejected
 	if err != nil {
-		rec.Fate = FateFailed
+		x.rec.Fate = FateFailed
 	}
-	o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: rec.Fate, Err: verdict})
-	// Keep the latest refused result to return if nothing wins, except that
-	// a result (a 503, say) is never displaced by a later error: the
-	// caller learns more from the server's answer than from a reset. A
-	// result that is not an answer at all ranks below both.
-	var stale T
-	release := false
-	void := errors.Is(verdict, ErrNotAnAnswer)
-	if !o.haveRefused || o.refusedVoid || !void && (err == nil || o.res.err != nil) {
-		stale, release = o.takeRefused()
-		o.res, o.verdict, o.haveRefused, o.refusedVoid = result[T]{idx: i, v: v, err: err}, verdict, true, void
-	} else if void && err == nil {
-		stale, release = v, true // not kept: freed like a loser
-	}
+	o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: x.rec.Fate, Err: verdict})
+	o.keep(x, &fx)
 	// A failure is a reason to hedge at once.
-	if o.tryHedge(TriggerFailure, end) || o.pending > 0 {
-		o.mu.Unlock()
-	} else {
+	if !o.tryHedge(TriggerFailure, end) && o.pending == 0 {
 		o.outcome = OutcomeFailed
-		o.finish(end) // unlocks
+		o.decide(end, &fx)
 	}
-	if release {
-		o.fn.release(stale)
+	o.mu.Unlock()
+	o.after(&fx)
+}
+
+// keep makes x's refused result the one Do returns if nothing wins, unless
+// the one kept already says more: a result (a 503, say) is never displaced
+// by a later error, since the caller learns more from the server's answer
+// than from a reset; a result that is not an answer at all ranks below
+// both. A result displaced, or not kept, is freed like a loser's. Called
+// with o.mu held.
+func (o *operation[T]) keep(x *attempt[T], fx *effects[T]) {
+	void := errors.Is(x.verdict, ErrNotAnAnswer)
+	var k *attempt[T]
+	if o.kept >= 0 {
+		k = o.attempts[o.kept]
+	}
+	if k == nil || errors.Is(k.verdict, ErrNotAnAnswer) || !void && (x.err == nil || k.err != nil) {
+		if k != nil && k.err == nil {
+			fx.release(k.v)
+		}
+		o.kept = x.ctx.a.Index
+		return
+	}
+	if x.err == nil {
+		fx.release(x.v)
 	}
 }
 
-// late accounts for an attempt that returned after the outcome was
-// decided. Called with o.mu held; unlocks.
-func (o *operation[T]) late(i int, v T, err error, end time.Time) {
-	rec := &o.rec[i]
-	observed := !o.windowClosed
-	elapsed := end.Sub(o.startOf(i))
-	if observed {
-		rec.Duration = Millis(elapsed)
+// late accounts for attempt x, which reported after the outcome was
+// decided: a loser that stopped, or finished its work anyway. Called with
+// o.mu held.
+func (o *operation[T]) late(x *attempt[T], v T, err error, elapsed time.Duration, fx *effects[T]) {
+	fate := FateUnobserved
+	if o.phase == decided {
+		x.rec.Duration = Millis(elapsed)
 		if err != nil {
-			rec.Fate = FateCanceled
-			rec.Error = err.Error()
+			x.rec.Fate, x.rec.Error = FateCanceled, err.Error()
 			o.tally.observed++
 		} else {
-			rec.Fate = FateLate
+			x.rec.Fate = FateLate
 			o.tally.late++
 		}
-	}
-	fate := rec.Fate
-	deliver := observed && o.pending == 0 && !o.delivered
-	if deliver {
-		o.delivered = true
-		if o.window != nil {
+		fate = x.rec.Fate
+		if o.pending == 0 {
+			o.phase = delivered
 			o.window.Stop()
+			fx.deliver = true
 		}
-	}
-	a := o.ctxs[i].a
-	o.mu.Unlock()
-	if observed {
-		o.h.observe(Event{Kind: EventReport, Attempt: a, Elapsed: elapsed, Fate: fate, Err: err})
+		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: fate, Err: err})
 	}
 	if err == nil {
-		o.fn.release(v)
-	}
-	if deliver {
-		o.deliver()
+		fx.release(v)
 	}
 }
 
-// finish decides the operation: it wakes the caller, stops the delay timer,
-// cancels the attempts still running and either delivers the receipt or
-// opens the observation window. Called with o.mu held; unlocks.
-func (o *operation[T]) finish(now time.Time) {
-	o.finished = true
+// decide ends the operation with o.outcome (and o.winner, for a win), at
+// now: the one place an outcome is decided. It settles the gate, stops the
+// delay timer, wakes a waiting caller, and either makes the receipt final
+// or opens the observation window for the attempts still out. It adds to
+// fx what is to be done once o.mu is released. Called with o.mu held,
+// while running.
+func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
+	o.phase = decided
 	o.s.gate.ended(o.wanted)
 	if o.lateHedged {
 		helped, counts := o.hedgeHelped()
 		var took time.Duration
 		if helped {
-			took = now.Sub(o.startOf(o.res.idx))
+			took = now.Sub(o.start) - o.attempts[o.winner].ctx.start
 		}
 		o.s.gate.settle(now, o.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
-		o.timerStopped = o.h.putDelayTimer(o.timer)
+		o.h.putDelayTimer(o.timer)
 		o.timer = nil
+	}
+	if o.outcome != OutcomeFailed && o.kept >= 0 {
+		// A refused result kept in case nothing won is nobody's now.
+		if k := o.attempts[o.kept]; k.err == nil {
+			fx.release(k.v)
+		}
+		o.kept = -1
 	}
 	o.tally.requested = uint8(o.pending)
 	for i := range o.launched {
 		// A loser already past the delay has taken at least that long; its
 		// elapsed time is a valid lower bound for the adaptive quantile,
 		// and leaving it out would hide exactly the tail hedging cut off.
-		if o.rec[i].Fate == FateRunning {
-			if elapsed := now.Sub(o.startOf(i)); elapsed >= o.delay {
+		x := o.attempts[i]
+		if x.rec.Fate == FateRunning && i != o.winner {
+			if elapsed := now.Sub(o.start) - x.ctx.start; elapsed >= o.delay {
 				o.h.record(now, elapsed)
 			}
 		}
 	}
-	deliver := o.pending == 0
-	if deliver {
-		o.delivered = true
+	if o.pending == 0 {
+		o.phase = delivered
+		fx.deliver = true
 	} else {
 		o.window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
 	}
 	if o.wake != nil {
 		o.wake <- struct{}{} // buffered: never blocks
 	}
-	o.mu.Unlock()
-	if o.outcome == OutcomeCanceled {
-		// The caller's cancellation (or the Timeout) is on its way to o.ctx,
-		// if not there yet: the context package propagates a parent's to
-		// its children right after closing the parent's Done. Let it arrive
-		// first, so attempts see the real reason (DeadlineExceeded, say)
-		// rather than our Canceled.
+	fx.cancel = true
+	// The caller's cancellation (or the Timeout) is on its way to o.ctx,
+	// if not there yet: the context package propagates a parent's to its
+	// children right after closing the parent's Done. Let it arrive first,
+	// so attempts see the real reason (DeadlineExceeded, say) rather than
+	// our Canceled.
+	fx.waitParent = o.outcome == OutcomeCanceled
+}
+
+// after carries out fx, with o.mu released.
+func (o *operation[T]) after(fx *effects[T]) {
+	if fx.waitParent {
 		<-o.ctx.Done()
 	}
-	o.cancel()
-	if deliver {
+	if fx.cancel && o.cancel != nil {
+		o.cancel()
+	}
+	for i := range fx.nfree {
+		o.fn.release(fx.free[i])
+	}
+	if fx.deliver {
 		o.deliver()
 	}
 }
 
 // hedgeHelped reports, for an operation that sent a hedge because an
-// answer was late and has just been decided, whether the hedge helped: a
-// hedge won. Running out of time (the policy's Timeout, or the caller's
+// answer was late and is being decided, whether the hedge helped: a hedge
+// won. Running out of time (the policy's Timeout, or the caller's
 // deadline) counts as no help; a caller who left, or attempts that all
-// failed, as neither. Called with o.mu held, from finish.
+// failed, as neither. Called with o.mu held, from decide.
 func (o *operation[T]) hedgeHelped() (helped bool, counts bool) {
 	switch o.outcome {
 	case OutcomeWon:
-		return o.res.idx > 0, true
+		return o.winner > 0, true
 	case OutcomeCanceled:
 		// o.ctx ended: its parent did (the caller's deadline or
 		// cancellation), or else the policy's Timeout passed.
@@ -548,24 +559,23 @@ func (o *operation[T]) hedgeHelped() (helped bool, counts bool) {
 // closeWindow runs when the observation window ends with attempts still out.
 func (o *operation[T]) closeWindow() {
 	o.mu.Lock()
-	if o.delivered {
+	if o.phase != decided {
 		o.mu.Unlock()
 		return
 	}
-	o.windowClosed = true
-	o.delivered = true
+	o.phase = delivered
 	o.tally.unobserved = uint8(o.pending)
 	for i := range o.launched {
-		if o.rec[i].Fate == FateRunning {
-			o.rec[i].Fate = FateUnobserved
+		if x := o.attempts[i]; x.rec.Fate == FateRunning {
+			x.rec.Fate = FateUnobserved
 		}
 	}
 	o.mu.Unlock()
 	o.deliver()
 }
 
-// deliver hands the receipt to whoever wants it. It runs once, after
-// delivered was set under o.mu, when nothing writes the tally or the
+// deliver hands the receipt to whoever wants it. It runs once, after the
+// phase turned delivered under o.mu, when nothing writes the tally or the
 // records any more. The Receipt is built only if someone reads it.
 func (o *operation[T]) deliver() {
 	wanted := o.fn.wantsReceipt()
@@ -577,23 +587,4 @@ func (o *operation[T]) deliver() {
 		o.fn.receipt(r)
 	}
 	o.h.observe(Event{Kind: EventReceipt, Receipt: &r})
-}
-
-// reusable reports, once run has returned, whether nothing can touch the
-// operation any more, so its memory may serve another one: the primary ran
-// on the caller's goroutine, no hedge was launched, the receipt was
-// delivered there, and the delay timer was stopped before it could fire.
-// A goroutine-run primary may still be finishing its report after the
-// caller wakes, so such operations are never reused.
-func (o *operation[T]) reusable() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.hooks.inline && o.launched == 1 && o.pending == 0 && o.delivered &&
-		o.window == nil && (o.s.p.MaxAttempts == 1 || o.timerStopped)
-}
-
-// startOf returns when attempt i was launched. It reads the attempt's
-// context, which never changes after launch, so it needs no lock.
-func (o *operation[T]) startOf(i int) time.Time {
-	return o.start.Add(o.ctxs[i].start)
 }

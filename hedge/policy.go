@@ -27,8 +27,9 @@ const (
 )
 
 // Policy configures a Hedger. The zero Policy is useful: an adaptive delay at
-// p95 of recent accepted latencies, at most 2 attempts, a budget of 10% extra
-// attempts with a burst of 10, and the overload gate on.
+// the p90 of recent accepted latencies (the quantile follows the budget),
+// at most 2 attempts, a budget of 10% extra attempts with a burst of 10,
+// and the overload gate on.
 type Policy struct {
 	// Delay is a fixed hedge delay: a hedge is sent when an attempt has not
 	// produced an acceptable result after Delay. Zero means adaptive (see
@@ -83,8 +84,13 @@ type Policy struct {
 // and recording them keeps the tail from being censored away, which would
 // otherwise pull the delay down every time a hedge wins.
 type Adaptive struct {
-	// Quantile of recent latencies used as the delay. Default 0.95; must be
-	// in (0, 1).
+	// Quantile of recent latencies used as the delay, in (0, 1). Zero
+	// follows the budget: 1 − Budget.Fraction(), within [0.5, 0.999] (p90
+	// for the default 10%), as Finagle's BackupRequestFilter picks its
+	// delay from its extra-load budget: the share of operations late past
+	// the delay is what the budget can pay for, so a straggler share just
+	// under the budget is hedged in full rather than sitting on the
+	// boundary, where a fixed p95 over 5% stragglers landed.
 	Quantile float64
 	// Floor is the smallest delay. Default 1ms.
 	Floor time.Duration
@@ -101,7 +107,8 @@ type Adaptive struct {
 }
 
 const (
-	defaultQuantile   = 0.95
+	minFollowQuantile = 0.5
+	maxFollowQuantile = 0.999
 	defaultFloor      = time.Millisecond
 	defaultCeiling    = time.Second
 	defaultMinSamples = 50
@@ -134,10 +141,7 @@ func (p Policy) withDefaults() (Policy, error) {
 		return p, fmt.Errorf("%w: observe window %v outside (0, %v]", ErrInvalidPolicy, p.ObserveWindow, maxObserveWindow)
 	}
 	a := &p.Adaptive
-	if a.Quantile == 0 {
-		a.Quantile = defaultQuantile
-	}
-	if math.IsNaN(a.Quantile) || a.Quantile <= 0 || a.Quantile >= 1 {
+	if math.IsNaN(a.Quantile) || a.Quantile < 0 || a.Quantile >= 1 {
 		return p, fmt.Errorf("%w: adaptive quantile %v outside (0, 1)", ErrInvalidPolicy, a.Quantile)
 	}
 	if a.Floor == 0 {
@@ -203,6 +207,7 @@ func (p Policy) withDefaults() (Policy, error) {
 type delayState struct {
 	lat    *latency.Window
 	origin time.Time // next counts nanoseconds from here
+	budget *Budget   // an adaptive quantile of zero follows its fraction
 
 	// mu guards the settings, which Hedger.Update changes, and orders
 	// recomputations (one every refreshEvery: the lock costs nothing), so
@@ -220,6 +225,7 @@ type delayState struct {
 
 func newDelayState(p Policy) *delayState {
 	d := &delayState{
+		budget:   p.Budget,
 		origin:   time.Now(),
 		fixed:    p.Delay,
 		adaptive: p.Adaptive,
@@ -277,21 +283,30 @@ func (d *delayState) refreshLocked(now time.Time) {
 	a := d.adaptive
 	delay, warm := a.Warmup, true
 	if s.Count() >= uint64(a.MinSamples) {
-		delay, warm = min(max(s.Quantile(a.Quantile), a.Floor), a.Ceiling), false
+		delay, warm = min(max(s.Quantile(d.quantile()), a.Floor), a.Ceiling), false
 	}
 	d.delay.Store(int64(delay))
 	d.warm.Store(warm)
 }
 
+// quantile returns the adaptive delay's quantile: the policy's, or the
+// one that follows the budget. Called with d.mu held.
+func (d *delayState) quantile() float64 {
+	if q := d.adaptive.Quantile; q > 0 {
+		return q
+	}
+	return min(max(1-d.budget.Fraction(), minFollowQuantile), maxFollowQuantile)
+}
+
 // ParseDelay parses a hedge delay as written on a command line: a Go
 // duration ("25ms") for a fixed delay, "auto" for the default adaptive
-// quantile, or "pNN" ("p95", "p99.9") for an adaptive delay at that
-// percentile. Exactly one of fixed and quantile is non-zero on success.
+// delay (its quantile follows the budget: fixed and quantile both zero), or
+// "pNN" ("p95", "p99.9") for an adaptive delay at that percentile.
 func ParseDelay(s string) (fixed time.Duration, quantile float64, err error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case s == "auto":
-		return 0, defaultQuantile, nil
+		return 0, 0, nil
 	case strings.HasPrefix(s, "p"):
 		pct, perr := strconv.ParseFloat(s[1:], 64)
 		if perr != nil || math.IsNaN(pct) || pct <= 0 || pct >= 100 || strings.ContainsAny(s[1:], "+-eExXpP_") {

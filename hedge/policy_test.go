@@ -11,7 +11,7 @@ import (
 func TestPolicyDefaults(t *testing.T) {
 	h := mustNew(t, Policy{})
 	p := h.Policy()
-	if p.MaxAttempts != 2 || p.ObserveWindow != 100*time.Millisecond || p.Adaptive.Quantile != 0.95 ||
+	if p.MaxAttempts != 2 || p.ObserveWindow != 100*time.Millisecond || p.Adaptive.Quantile != 0 ||
 		p.Adaptive.Floor != time.Millisecond || p.Adaptive.Ceiling != time.Second || p.Adaptive.MinSamples != 50 ||
 		p.Adaptive.Warmup != 10*time.Millisecond || p.Gate.Window != 10*time.Second ||
 		p.Gate.MinWinRate != 0.2 || p.Gate.Slowdown != 2 || p.Gate.Disabled || p.Gate.Load != nil ||
@@ -65,7 +65,7 @@ func TestParseDelay(t *testing.T) {
 	}{
 		{"25ms", 25 * time.Millisecond, 0},
 		{" 1.5s ", 1500 * time.Millisecond, 0},
-		{"auto", 0, 0.95},
+		{"auto", 0, 0},
 		{"p99", 0, 0.99},
 		{"p99.9", 0, 0.999},
 		{"p50", 0, 0.5},
@@ -95,8 +95,8 @@ func FuzzParseDelay(f *testing.F) {
 			}
 			return
 		}
-		if (fixed > 0) == (q > 0) {
-			t.Fatalf("ParseDelay(%q) = %v, %v: want exactly one of fixed and quantile", s, fixed, q)
+		if fixed > 0 && q > 0 || (strings.TrimSpace(s) == "auto") != (fixed == 0 && q == 0) {
+			t.Fatalf("ParseDelay(%q) = %v, %v: want at most one of fixed and quantile, none for auto", s, fixed, q)
 		}
 		if q != 0 && !(q > 0 && q < 1) {
 			t.Fatalf("quantile %v outside (0,1)", q)
@@ -110,4 +110,38 @@ func FuzzParseDelay(f *testing.F) {
 			t.Fatalf("ParseDelay(%q) accepted, New rejected: %v", s, err)
 		}
 	})
+}
+
+// The adaptive delay's quantile follows the budget: p(1 − fraction), p90
+// by default, p75 at 25%, and a change of the budget's rates moves it.
+func TestAdaptiveQuantileFollowsBudget(t *testing.T) {
+	budget := mustBudget(t, 0.1, 10)
+	h := mustNew(t, Policy{Budget: budget, Adaptive: Adaptive{MinSamples: 1}})
+	now := time.Now()
+	for i := 1; i <= 100; i++ {
+		h.record(now, time.Duration(i)*time.Millisecond)
+	}
+	h.delays.set(h.Policy(), now)
+	within := func(got, want time.Duration) bool { return math.Abs(float64(got-want)) <= float64(want)/32 }
+	if d, _, _ := h.delays.current(now); !within(d, 90*time.Millisecond) {
+		t.Errorf("delay %v at a 10%% budget, want the p90, 90ms", d)
+	}
+	budget.SetRates(0.25, 10)
+	h.delays.set(h.Policy(), now)
+	if d, _, _ := h.delays.current(now); !within(d, 75*time.Millisecond) {
+		t.Errorf("delay %v at a 25%% budget, want the p75, 75ms", d)
+	}
+	budget.SetRates(0, 10)
+	h.delays.set(h.Policy(), now)
+	if d, _, _ := h.delays.current(now); !within(d, 100*time.Millisecond) {
+		t.Errorf("delay %v at a 0%% budget, want the p99.9, 100ms", d)
+	}
+	fixed := mustNew(t, Policy{Budget: mustBudget(t, 0.1, 10), Adaptive: Adaptive{Quantile: 0.5, MinSamples: 1}})
+	for i := 1; i <= 100; i++ {
+		fixed.record(now, time.Duration(i)*time.Millisecond)
+	}
+	fixed.delays.set(fixed.Policy(), now)
+	if d, _, _ := fixed.delays.current(now); !within(d, 50*time.Millisecond) {
+		t.Errorf("delay %v with Quantile 0.5, want 50ms", d)
+	}
 }

@@ -40,8 +40,7 @@ func TestPooledStateNeverCrossesRequests(t *testing.T) {
 		var mu sync.Mutex
 		receipts := map[int]Receipt{}
 		tr, err := NewTransport(TransportConfig{
-			Base: slowTeardown{net}, Targets: []string{"http://a", "http://b"}, RotatePrimary: true,
-			Hedger: mustNew(t, Policy{Delay: 5 * time.Millisecond, Budget: mustBudget(t, 1, 1e6), Gate: Gate{Disabled: true}}),
+			Base: slowTeardown{net}, Targets: []string{"http://a", "http://b"}, Policy: Policy{Delay: 5 * time.Millisecond, Budget: mustBudget(t, 1, 1e6), Gate: Gate{Disabled: true}},
 			OnReceipt: func(req *http.Request, r Receipt) {
 				id, _ := strconv.Atoi(req.URL.Query().Get("id"))
 				mu.Lock()
@@ -117,8 +116,7 @@ func TestPooledDoOperations(t *testing.T) {
 		var kept []Receipt
 		for i := range 300 {
 			v, err := Do(t.Context(), h, Op[int]{
-				InlinePrimary: true,
-				Targets:       []string{"a", "b"},
+				Targets: []string{"a", "b"},
 				Call: func(ctx context.Context, a Attempt) (int, error) {
 					if a.Index == 0 && i%4 == 0 {
 						<-ctx.Done() // hedged: the primary loses

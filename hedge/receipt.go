@@ -326,8 +326,10 @@ func (o *operation[T]) buildReceipt() Receipt {
 		CancellationsObserved:  int(t.observed),
 		LateCompletions:        int(t.late),
 		Unobserved:             int(t.unobserved),
-		// A copy: the operation's memory may serve another operation.
-		Attempts: append([]AttemptRecord(nil), o.rec[:o.launched]...),
+		Attempts:               make([]AttemptRecord, o.launched),
+	}
+	for i := range o.launched {
+		r.Attempts[i] = o.attempts[i].rec
 	}
 	for reason, n := range t.suppressed {
 		for range n {
@@ -335,7 +337,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		}
 	}
 	if o.outcome == OutcomeWon {
-		w := &o.rec[o.res.idx]
+		w := &o.attempts[o.winner].rec
 		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
 		r.WinnerLatency = Millis(t.winnerLatency)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// suppressHooks are testHooks that also implement SuppressHook and record
-// what it is told.
+// suppressHooks are testHooks that also have a Suppressed method and
+// record what it is told.
 type suppressHooks struct {
 	testHooks
 	smu        sync.Mutex
@@ -35,19 +35,19 @@ func (h *suppressHooks) got() string {
 // (capacity) and for the attempt limit after a failure.
 func TestSuppressHookToldPerRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: 2 * time.Millisecond, body: "a"}
-		b := &replica{lat: 30 * time.Millisecond, body: "b"}
+		a := &backend{lat: 2 * time.Millisecond, body: "a"}
+		b := &backend{lat: 30 * time.Millisecond, body: "b"}
 		budget, err := NewBudget(0, 1) // one hedge, and no more
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := Policy{Delay: 10 * time.Millisecond, Budget: budget, Gate: Gate{Disabled: true}}
 		tr, c := newMemTransport(t, p, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
-		do := func(h RequestHooks) {
+			map[string]*backend{"a": a, "b": b})
+		do := func(h Steering) {
 			t.Helper()
 			req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-			resp, err := tr.RoundTripWith(req, h)
+			resp, err := tr.RoundTripWith(req, nil, h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,15 +87,15 @@ func TestSuppressHookToldPerRequest(t *testing.T) {
 // failure.
 func TestSuppressHookMaxAttemptsAfterFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, status: 503}
-		b := &replica{lat: time.Millisecond, status: 503}
+		a := &backend{lat: time.Millisecond, status: 503}
+		b := &backend{lat: time.Millisecond, status: 503}
 		budget, _ := NewBudget(1, 10)
 		p := Policy{Delay: time.Second, Budget: budget, Gate: Gate{Disabled: true}, MaxAttempts: 2}
 		tr, _ := newMemTransport(t, p, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		h := &suppressHooks{testHooks: testHooks{admit: true}}
 		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-		_, err := tr.RoundTripWith(req, h)
+		_, err := tr.RoundTripWith(req, nil, h)
 		re, ok := err.(*RefusedError)
 		if !ok {
 			t.Fatalf("err %v, want a *RefusedError", err)

@@ -8,8 +8,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 // HedgeHeader is set on every hedge attempt the Transport sends, with the
@@ -22,28 +23,48 @@ const HedgeHeader = "Tailgate-Hedge"
 const DefaultMaxBodyBytes = 1 << 20
 
 // TransportConfig configures a Transport. The zero value hedges GET and HEAD
-// requests to the URL they name, under the zero Policy.
+// requests to the URL they name, under the zero Policy, each class of
+// request with its own delay.
 type TransportConfig struct {
 	// Base sends each attempt. Nil means a clone of http.DefaultTransport
 	// whose idle pool keeps 64 connections per host, so that hedges and
-	// cancelled losers do not churn connections.
+	// cancelled losers do not churn connections. Base must return promptly
+	// once a request's context is cancelled, as net/http's does: the
+	// primary runs on the caller's goroutine, and a winning hedge is
+	// returned only once the cancelled primary has returned.
 	Base http.RoundTripper
 
-	// Hedger holds the policy and the state shared across requests. Nil
-	// means New(Policy{}).
-	Hedger *Hedger
+	// Policy is each class's Hedger's policy (see Classes); its Budget is
+	// shared by every class. Ignored when Classes is set.
+	Policy Policy
+
+	// Classes, when non-nil, holds the per-class Hedgers the Transport
+	// uses, in place of NewClasses(Policy): Transports that share one
+	// share what the classes have learnt and their Budget.
+	Classes *Classes
+
+	// Class names a request's class: requests of one class share a latency
+	// window, a delay and an overload gate. Return one string for every
+	// request to have one class. Nil means DefaultClass, the method and
+	// path template, looked up without allocating (Classes.ForRequest).
+	Class func(*http.Request) string
 
 	// Targets are base URLs of interchangeable replicas ("http://10.0.0.1:8080",
 	// optionally with a path prefix). Each attempt replaces the request's
-	// scheme and host (and prefixes the path) with its target's, and a hedge
-	// goes to a different target than the attempts before it while one is
-	// left. Empty means every attempt goes to the request's own URL, for a
-	// load balancer that spreads them.
+	// scheme and host (and prefixes the path) with its target's. Attempts
+	// are steered over a replica.Set of the targets (see Replicas): the
+	// primary to a replica by latency and load (power of two choices), a
+	// hedge to the fastest replica the request has not used, a replica
+	// whose breaker is open skipped. Empty means every attempt goes to the
+	// request's own URL, for a load balancer that spreads them.
 	Targets []string
 
-	// RotatePrimary spreads primaries round-robin over Targets. By default
-	// Targets[0] is the primary and the others are alternates.
-	RotatePrimary bool
+	// Replicas, instead of Targets, is the replica set to steer over; its
+	// replicas' names are the targets. Share one Set between Transports to
+	// share what it learns; configure its breakers and probation with
+	// replica.New. A Transport built from Targets makes a Set with
+	// replica.Config's defaults.
+	Replicas *replica.Set
 
 	// MaxBodyBytes bounds each response body, which the Transport reads in
 	// full before choosing a winner (so a response cut short cannot win).
@@ -68,14 +89,6 @@ type TransportConfig struct {
 	// OnReceipt, when non-nil, receives each hedged request's final receipt,
 	// possibly after RoundTrip has returned. See also WithReceipt.
 	OnReceipt func(*http.Request, Receipt)
-
-	// InlinePrimary sends the primary from the caller's goroutine, which
-	// saves a goroutine hand-off per request (Op.InlinePrimary is the same
-	// choice for Do); a winning hedge is then returned only once the
-	// cancelled primary has returned. A Transport whose Base is nil or an
-	// *http.Transport always does, since net/http returns at once on
-	// cancellation; set it for another Base that does too.
-	InlinePrimary bool
 }
 
 // Transport is an http.RoundTripper that hedges requests. It reads each
@@ -86,39 +99,37 @@ type TransportConfig struct {
 // asked for no upgrade fails the attempt at once (ErrUnexpectedUpgrade),
 // its connection closed. Safe for concurrent use.
 type Transport struct {
-	base     http.RoundTripper
-	h        *Hedger
-	targets  []*url.URL
-	names    []string
-	rotate   bool
-	limit    int64
-	accept   func(*http.Response) error
-	safe     map[string]bool
-	onRcpt   func(*http.Request, Receipt)
-	hooks    hooks // shared by every request
-	nextPrim atomic.Uint64
+	base    http.RoundTripper
+	classes *Classes
+	class   func(*http.Request) string
+	set     *replica.Set // nil without targets
+	targets []*url.URL
+	names   []string
+	limit   int64
+	accept  func(*http.Response) error
+	safe    map[string]bool
+	onRcpt  func(*http.Request, Receipt)
 }
 
 // NewTransport validates cfg and returns a Transport.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
 	t := &Transport{
-		base:   cfg.Base,
-		h:      cfg.Hedger,
-		rotate: cfg.RotatePrimary,
-		limit:  cfg.MaxBodyBytes,
-		accept: cfg.Accept,
-		onRcpt: cfg.OnReceipt,
+		base:    cfg.Base,
+		classes: cfg.Classes,
+		class:   cfg.Class,
+		set:     cfg.Replicas,
+		limit:   cfg.MaxBodyBytes,
+		accept:  cfg.Accept,
+		onRcpt:  cfg.OnReceipt,
 	}
 	if t.base == nil {
 		t.base = NewBaseTransport()
 	}
-	_, promptBase := t.base.(*http.Transport)
-	if t.h == nil {
-		h, err := New(Policy{})
-		if err != nil {
+	if t.classes == nil {
+		var err error
+		if t.classes, err = NewClasses(cfg.Policy); err != nil {
 			return nil, err
 		}
-		t.h = h
 	}
 	if t.limit == 0 {
 		t.limit = DefaultMaxBodyBytes
@@ -126,8 +137,18 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if t.limit < 0 {
 		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidPolicy, t.limit)
 	}
-	seen := make(map[string]bool, len(cfg.Targets))
-	for _, s := range cfg.Targets {
+	names := cfg.Targets
+	switch {
+	case t.set != nil && len(names) > 0:
+		return nil, fmt.Errorf("%w: Targets and Replicas are exclusive", ErrInvalidPolicy)
+	case t.set != nil:
+		names = make([]string, t.set.Len())
+		for i := range names {
+			names[i] = t.set.Name(i)
+		}
+	}
+	seen := make(map[string]bool, len(names))
+	for _, s := range names {
 		u, err := ParseTarget(s)
 		if err != nil {
 			return nil, err
@@ -139,7 +160,13 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.targets = append(t.targets, u)
 		t.names = append(t.names, u.String())
 	}
-	t.hooks = hooks{targets: t.names, inline: cfg.InlinePrimary || promptBase}
+	if t.set == nil && len(t.names) > 0 {
+		set, err := replica.New(t.names, replica.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		}
+		t.set = set
+	}
 	for _, m := range cfg.SafeMethods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n") {
 			return nil, fmt.Errorf("%w: safe method %q must be an upper-case HTTP method", ErrInvalidPolicy, m)
@@ -164,8 +191,20 @@ func NewBaseTransport() *http.Transport {
 	return bt
 }
 
-// Hedger returns the Hedger the Transport uses.
-func (t *Transport) Hedger() *Hedger { return t.h }
+// Classes returns the per-class Hedgers the Transport uses.
+func (t *Transport) Classes() *Classes { return t.classes }
+
+// Replicas returns the replica set attempts are steered over, nil without
+// targets.
+func (t *Transport) Replicas() *replica.Set { return t.set }
+
+// hedger returns the Hedger of req's class.
+func (t *Transport) hedger(req *http.Request) *Hedger {
+	if t.class == nil {
+		return t.classes.ForRequest(req)
+	}
+	return t.classes.Hedger(t.class(req))
+}
 
 type receiptKey struct{}
 
@@ -174,63 +213,6 @@ type receiptKey struct{}
 // to f. f may run after RoundTrip returns, in another goroutine.
 func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
 	return context.WithValue(ctx, receiptKey{}, f)
-}
-
-// RequestHooks steer one request through RoundTripWith: which target each
-// attempt uses, whether a hedge may start, what each attempt sends, and
-// what came of it. A reverse proxy uses them to pick replicas, hold attempt
-// slots, stamp headers and feed circuit breakers. Hooks may also
-// implement SuppressHook.
-type RequestHooks interface {
-	// Pick chooses attempt a's target (an index into the Transport's
-	// Targets); used holds the targets of the earlier attempts. For a hedge
-	// it is called after the deadline, gate and budget checks, so it may
-	// take resources for the attempt. False for the primary fails the
-	// request with ErrNoTarget; for a hedge it suppresses the hedge. Called
-	// with the request's lock held: it must not block.
-	Pick(a Attempt, used []int) (target int, ok bool)
-	// Admit is asked just before a hedge starts, after Pick; false
-	// suppresses it (SuppressCapacity), and Admit must then release what
-	// Pick took. Not asked for the primary. Must not block.
-	Admit(a Attempt) bool
-	// Rewrite may change attempt a's outgoing request as the attempt is
-	// launched (after Pick and Admit, in launch order, with the request's
-	// lock held: it must not block): its URL already names a's target and
-	// a hedge carries HedgeHeader. It is also called, with the zero
-	// Attempt, for a request that passes through unhedged (see
-	// SafeMethods). A hedge's request has its own header map; an inline
-	// primary's and a passed-through one's share the caller's (clone it
-	// before changing it unless the caller's request is yours).
-	Rewrite(a Attempt, out *http.Request)
-	// Done reports each attempt that started, exactly once, when its round
-	// trip and body read have ended: resp (body buffered, not to be kept;
-	// nil if the attempt failed), the verdict (nil if resp was accepted,
-	// else why not: Accept's error, or the attempt's own error, for a
-	// cancelled loser its context's), and how long it took. It runs in the
-	// attempt's goroutine, possibly after RoundTripWith has returned.
-	Done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration)
-}
-
-// SuppressHook is an optional interface of RequestHooks: hooks that
-// implement it are told of each hedge their request wanted but did not
-// send, and why, as the engine decides it. The Observer's EventSuppress
-// reports the same for every request of a Hedger at once, with nothing to
-// tell which request it was; this is per request, for what follows one
-// read (a trace of it, say). a's Index is the attempt the hedge would have
-// been and its Trigger why it was wanted; its Target is not meaningful.
-// Suppressed is called with the request's lock held: it must not block.
-type SuppressHook interface {
-	Suppressed(a Attempt, reason SuppressReason)
-}
-
-// tellSuppressed tells s, an operation's steering, of hedge a suppressed
-// for r, if it is a SuppressHook. Looked up at each suppression, not kept
-// in a field: suppressions are rarer than operations, which a field would
-// grow.
-func tellSuppressed(s steering, a Attempt, r SuppressReason) {
-	if h, ok := s.(SuppressHook); ok {
-		h.Suppressed(Attempt{Index: a.Index, Trigger: a.Trigger}, r)
-	}
 }
 
 // RefusedError is RoundTripWith's error when no attempt's response was
@@ -248,38 +230,56 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // could better, though Accept refused it (a 503, say), is returned as the
 // server's answer, with a nil error, as http.Client expects.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.RoundTripWith(req, nil)
+	resp, err := t.RoundTripWith(req, nil, nil)
 	if re, ok := err.(*RefusedError); ok {
 		return re.Response, nil
 	}
 	return resp, err
 }
 
-// RoundTripWith is RoundTrip with per-request hooks; nil hooks mean the
-// Transport's defaults. A request that is not hedged (see SafeMethods)
-// passes through, seen only by Rewrite. When no response is accepted, the
-// error is a *RefusedError holding the last one.
-func (t *Transport) RoundTripWith(req *http.Request, hooks RequestHooks) (*http.Response, error) {
+// RoundTripWith is RoundTrip under h (nil: the Hedger of req's class),
+// steered by s (nil: the Transport's own steering over its Targets). A
+// proxy steers each request with its own state: replica.Route over its
+// set, plus its limits. s may also have either of these methods:
+//
+//	Rewrite(a Attempt, out *http.Request)
+//	Suppressed(a Attempt, r SuppressReason)
+//
+// Rewrite may change attempt a's outgoing request as the attempt is
+// launched (after Pick, in launch order, with the request's lock held: it
+// must not block): its URL already names a's target and a hedge carries
+// HedgeHeader. It is also called, with the zero Attempt, for a request
+// that passes through unhedged (see SafeMethods). A hedge's request has
+// its own header map; the primary's and a passed-through one's share the
+// caller's (clone it before changing it unless the caller's request is
+// yours). Suppressed is told of each hedge the request wanted and did not
+// send, and why (the Observer's EventSuppress says the same for every
+// request at once); a's Target is not meaningful. It is called with the
+// request's lock held: it must not block.
+//
+// A request that is not hedged passes through, its target picked by s.
+// When no response is accepted, the error is a *RefusedError holding the
+// last one.
+func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
 	}
-	if !t.hedgeable(req) {
-		return t.passThrough(req, hooks)
+	rt := &roundTrip{t: t, req: req, steer: s}
+	if s == nil && t.set != nil {
+		rt.route = t.set.Route(nil, false)
+		s = rt
 	}
-	rt := &roundTrip{t: t, req: req, rh: hooks}
+	if !t.Hedges(req) {
+		return rt.passThrough(s)
+	}
+	if h == nil {
+		h = t.hedger(req)
+	}
 	// Read now: the receipt may come after RoundTrip has returned, when
 	// the caller may be reusing req.
 	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
-	rt.op.ctx0 = &rt.p.ctx
-	if hooks != nil {
-		rt.op.steer = hooks
-	}
-	first := 0
-	if t.rotate && len(t.targets) > 1 {
-		first = int(t.nextPrim.Add(1)-1) % len(t.targets)
-	}
-	rt.op.init(req.Context(), t.h, rt, &t.hooks, first)
+	rt.op.init(req.Context(), h, rt, s, t.names, 0)
 	resp, err := rt.op.run()
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
@@ -315,7 +315,10 @@ func closeBody(req *http.Request) {
 	}
 }
 
-func (t *Transport) hedgeable(req *http.Request) bool {
+// Hedges reports whether the Transport hedges req; a request it does not
+// passes through, once. It hedges GET, HEAD and the SafeMethods, without a
+// protocol switch, and with a body only if the request has GetBody.
+func (t *Transport) Hedges(req *http.Request) bool {
 	if isUpgrade(req.Header) {
 		// A protocol switch hands over the connection itself: it must not
 		// be duplicated, and its body cannot be buffered.
@@ -331,23 +334,43 @@ func (t *Transport) hedgeable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-// passThrough sends a request that may not be duplicated, once. A stray
-// 101 fails it as it fails a hedged attempt (see RefuseStrayUpgrade).
-func (t *Transport) passThrough(req *http.Request, hooks RequestHooks) (*http.Response, error) {
-	if len(t.targets) == 0 && hooks == nil {
+// passThrough sends a request that may not be duplicated, once, to the
+// target s picks (the first without a Steering). A stray 101 fails it as
+// it fails a hedged attempt (see RefuseStrayUpgrade).
+func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
+	t, req := rt.t, rt.req
+	if len(t.targets) == 0 && s == nil {
 		return roundTripOnce(t.base, req)
+	}
+	a := Attempt{Trigger: TriggerPrimary}
+	if s != nil {
+		var err error
+		if a.Target, err = s.Pick(a, nil); err != nil {
+			closeBody(req)
+			if errors.Is(err, ErrNoTarget) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", ErrNoTarget, err)
+		}
 	}
 	out := req.WithContext(req.Context())
 	if len(t.targets) > 0 {
 		u := new(url.URL)
-		rewriteURL(u, req.URL, t.targets[0])
+		rewriteURL(u, req.URL, t.targets[a.Target])
 		out.URL = u
 		out.Host = ""
 	}
-	if hooks != nil {
-		hooks.Rewrite(Attempt{}, out)
+	rt.rewrite(a, out)
+	start := time.Now()
+	resp, err := roundTripOnce(t.base, out)
+	if s != nil {
+		verdict := err
+		if err == nil {
+			verdict = rt.accept(resp, nil)
+		}
+		s.Done(a, Result{Verdict: verdict, Elapsed: time.Since(start), Response: resp})
 	}
-	return roundTripOnce(t.base, out)
+	return resp, err
 }
 
 func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, error) {
@@ -392,21 +415,56 @@ func RefuseStrayUpgrade(req *http.Request, resp *http.Response) error {
 }
 
 // roundTrip is the state of one hedged request, in one allocation with
-// what the primary hands out (p). It is not pooled: over real HTTP a pool
-// saved nothing measurable (BenchmarkTransportLoopback: 100.3µs and 62
-// allocations pooled, 99.2µs and 62 without, medians of 6), and without
-// one the primary's state needs no allocation of its own.
+// what the primary hands out (p) and the steering over the Transport's
+// targets (route).
 type roundTrip struct {
-	op   operation[*http.Response]
-	t    *Transport
-	req  *http.Request
-	rh   RequestHooks
-	rcpt func(Receipt) // from the request's context (WithReceipt)
-	p    primaryState
+	op    operation[*http.Response]
+	t     *Transport
+	req   *http.Request
+	steer Steering      // the caller's; nil when the route steers
+	route replica.Route // the default steering, over the Transport's set
+	rcpt  func(Receipt) // from the request's context (WithReceipt)
+	p     primaryState
 	// Requests built at launch: the primary's, and the hedges' (allocated
 	// with the first hedge).
 	primary  preparedRequest
 	prepared *[MaxAttemptsCap]preparedRequest
+}
+
+// Pick implements Steering over the Transport's targets.
+func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
+	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, time.Now())
+	if !ok {
+		return -1, ErrNoTarget
+	}
+	return i, nil
+}
+
+// Done implements Steering over the Transport's targets.
+func (rt *roundTrip) Done(a Attempt, r Result) {
+	o, elapsed := r.ReplicaOutcome()
+	rt.route.Done(a.Index, o, elapsed)
+}
+
+// ReplicaOutcome says what r means for its replica's breaker and latency
+// (replica.Route.Done): an accepted answer is a Success, and so is a body
+// over the limit (the replica answered); an attempt cancelled (a lost
+// race, a caller gone, a deadline) is Canceled, neutral for the breaker
+// and its elapsed time a lower bound for the latency; an answer that is
+// no answer (ErrNotAnAnswer: a tied copy dropped for its twin) is Canceled
+// with no time at all, since how soon its twin started says nothing of
+// its replica; anything else (a transport error, a 5xx, a stray 101, a
+// header block over the limit) is a Failure.
+func (r Result) ReplicaOutcome() (replica.Outcome, time.Duration) {
+	switch v := r.Verdict; {
+	case v == nil, errors.Is(v, ErrResponseTooLarge):
+		return replica.Success, r.Elapsed
+	case errors.Is(v, ErrNotAnAnswer):
+		return replica.Canceled, 0
+	case errors.Is(v, context.Canceled), errors.Is(v, context.DeadlineExceeded):
+		return replica.Canceled, r.Elapsed
+	}
+	return replica.Failure, r.Elapsed
 }
 
 // primaryState is what the primary attempt hands out: its context (held
@@ -419,7 +477,7 @@ type primaryState struct {
 }
 
 // request builds attempt a's request from the caller's, at launch (see
-// prepare), and lets the hooks rewrite it.
+// prepare), and lets the caller's Steering rewrite it.
 //
 // detached says the attempt runs in its own goroutine: its request then
 // gets its own URL and header map, not the caller's, since a loser may
@@ -456,10 +514,18 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		}
 		out.Body = body
 	}
-	if rt.rh != nil {
-		rt.rh.Rewrite(a, out)
-	}
+	rt.rewrite(a, out)
 	return out, nil
+}
+
+// rewrite lets the caller's Steering rewrite attempt a's request, if it
+// has a Rewrite method.
+func (rt *roundTrip) rewrite(a Attempt, out *http.Request) {
+	if w, ok := rt.steer.(interface {
+		Rewrite(a Attempt, out *http.Request)
+	}); ok {
+		w.Rewrite(a, out)
+	}
 }
 
 // preparedRequest is a request built at launch, or why it could not be.
@@ -473,7 +539,7 @@ type preparedRequest struct {
 // order, never concurrently with another attempt's.
 func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 	if a.Index == 0 {
-		req, err := rt.request(ctx, a, !rt.t.hooks.inline)
+		req, err := rt.request(ctx, a, false)
 		rt.primary = preparedRequest{req, err}
 		return
 	}
@@ -485,8 +551,8 @@ func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 }
 
 func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
-	if rt.rh != nil {
-		rt.rh.Done(a, resp, verdict, elapsed)
+	if s := rt.op.steer; s != nil {
+		s.Done(a, Result{Verdict: verdict, Elapsed: elapsed, Response: resp})
 	}
 }
 

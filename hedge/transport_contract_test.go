@@ -30,7 +30,8 @@ func (l logging) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // The RoundTripper contract lets a caller reuse a request once it has closed
 // the response body. A loser still running then must not read the caller's
-// URL or header map (run with -race).
+// URL or header map (run with -race): a losing hedge, or a losing primary
+// whose Base reads its request after returning on cancellation.
 func TestLoserNeverReadsCallerRequestAfterReturn(t *testing.T) {
 	for _, detach := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -50,7 +51,7 @@ func TestLoserNeverReadsCallerRequestAfterReturn(t *testing.T) {
 			if !detach {
 				delay = time.Millisecond
 			}
-			tr, err := NewTransport(TransportConfig{Base: logging{net}, InlinePrimary: !detach, Hedger: mustNew(t, Policy{Delay: delay})})
+			tr, err := NewTransport(TransportConfig{Base: logging{net}, Policy: Policy{Delay: delay}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +111,7 @@ func TestUpgradePassesThrough(t *testing.T) {
 	defer close(release)
 	base := NewBaseTransport()
 	defer base.CloseIdleConnections()
-	tr, err := NewTransport(TransportConfig{Base: base, Hedger: mustNew(t, Policy{Delay: 50 * time.Millisecond})})
+	tr, err := NewTransport(TransportConfig{Base: base, Policy: Policy{Delay: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,27 +131,33 @@ func TestUpgradePassesThrough(t *testing.T) {
 	}
 }
 
-// One replica down (fast 503s), RotatePrimary: half the primaries fail and
-// want a hedge at once. That is failover, not overload: the gate must not
+// One replica down (fast 503s), primaries alternating between the two
+// (a steering that ignores breakers): half the primaries fail and want a
+// hedge at once. That is failover, not overload: the gate must not
 // pause it, and with budget to spare every request must succeed.
 func TestFailoverHedgesBypassGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dead := &replica{lat: time.Millisecond, status: 503}
-		ok := &replica{lat: time.Millisecond, body: "ok"}
+		dead := &backend{lat: time.Millisecond, status: 503}
+		ok := &backend{lat: time.Millisecond, body: "ok"}
 		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond, Budget: mustBudget(t, 0.5, 100)},
-			TransportConfig{Targets: []string{"http://a", "http://b"}, RotatePrimary: true},
-			map[string]*replica{"a": dead, "b": ok})
+			TransportConfig{Targets: []string{"http://a", "http://b"}},
+			map[string]*backend{"a": dead, "b": ok})
 		failed := 0
-		for range 200 {
-			code, _, err := get(t, tr, "http://x/")
-			if err != nil || code != 200 {
+		for i := range 200 {
+			req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+			rotate := steerFuncs{pick: func(a Attempt, _ []int) (int, error) { return (i + a.Index) % 2, nil }}
+			resp, err := tr.RoundTripWith(req, nil, rotate)
+			if err != nil || resp.StatusCode != 200 {
 				failed++
+			}
+			if err == nil {
+				resp.Body.Close()
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		synctest.Wait()
 		if failed > 0 {
-			t.Errorf("%d of 200 requests failed with one healthy replica and budget to spare; stats %+v", failed, tr.Hedger().Stats())
+			t.Errorf("%d of 200 requests failed with one healthy replica and budget to spare; stats %+v", failed, tr.Classes().Hedger("GET /").Stats())
 		}
 	})
 }
@@ -159,9 +166,9 @@ func TestFailoverHedgesBypassGate(t *testing.T) {
 // than a transport error that arrived after it.
 func TestLastResponseBeatsLaterError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, status: 503, body: "busy"}
+		a := &backend{lat: time.Millisecond, status: 503, body: "busy"}
 		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://nohost"}},
-			map[string]*replica{"a": a})
+			map[string]*backend{"a": a})
 		code, body, err := get(t, tr, "http://x/")
 		if err != nil {
 			t.Errorf("got error %v; the 503 %q response that arrived was dropped", err, "busy")

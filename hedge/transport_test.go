@@ -18,9 +18,9 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/memnet"
 )
 
-// replica is an in-memory replica: it answers after lat with body, records
+// backend is an in-memory replica: it answers after lat with body, records
 // the hedge header of every request, and counts work that finished.
-type replica struct {
+type backend struct {
 	lat      time.Duration
 	status   int
 	body     string
@@ -33,7 +33,7 @@ type replica struct {
 	finished atomic.Int32
 }
 
-func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *backend) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.headers = append(r.headers, req.Header.Get(HedgeHeader))
 	r.marks = append(r.marks, req.Header.Get("X-Attempt"))
@@ -52,19 +52,19 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	io.WriteString(w, r.body)
 }
 
-func (r *replica) attempts() []string {
+func (r *backend) attempts() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.marks...)
 }
 
-func (r *replica) seen() []string {
+func (r *backend) seen() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.headers...)
 }
 
-func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[string]*replica) (*Transport, *collector) {
+func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[string]*backend) (*Transport, *collector) {
 	t.Helper()
 	net := &memnet.Transport{}
 	for host, r := range replicas {
@@ -73,8 +73,7 @@ func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[s
 	var c collector
 	p.Observer = &c
 	cfg.Base = net
-	cfg.InlinePrimary = true // memnet returns at once on cancellation, as net/http does
-	cfg.Hedger = mustNew(t, p)
+	cfg.Policy = p
 	cfg.OnReceipt = func(_ *http.Request, r Receipt) { c.receipt(r) }
 	tr, err := NewTransport(cfg)
 	if err != nil {
@@ -83,8 +82,31 @@ func newMemTransport(t *testing.T, p Policy, cfg TransportConfig, replicas map[s
 	return tr, &c
 }
 
+// inOrder steers attempt i to target i (the primary to the first): tests
+// that need to know which replica an attempt goes to use it in place of
+// the Transport's latency-aware steering.
+type inOrder struct{}
+
+func (inOrder) Pick(a Attempt, _ []int) (int, error) { return a.Index, nil }
+func (inOrder) Done(Attempt, Result)                 {}
+
+// ordered is a Transport whose requests are steered inOrder.
+type ordered struct{ *Transport }
+
+func (o ordered) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := o.RoundTripWith(req, nil, inOrder{})
+	if re, ok := err.(*RefusedError); ok {
+		return re.Response, nil
+	}
+	return resp, err
+}
+
+// get sends a GET to url through rt; a *Transport steers it inOrder.
 func get(t *testing.T, rt http.RoundTripper, url string) (int, string, error) {
 	t.Helper()
+	if tr, ok := rt.(*Transport); ok && tr.Replicas() != nil {
+		rt = ordered{tr}
+	}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +122,10 @@ func get(t *testing.T, rt http.RoundTripper, url string) (int, string, error) {
 
 func TestTransportHedgesToDifferentTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: 80 * time.Millisecond, body: "a"}
-		b := &replica{lat: 5 * time.Millisecond, body: "b"}
+		a := &backend{lat: 80 * time.Millisecond, body: "a"}
+		b := &backend{lat: 5 * time.Millisecond, body: "b"}
 		tr, c := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b/"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		start := time.Now()
 		code, body, err := get(t, tr, "http://placeholder/x?q=1")
 		if err != nil || code != 200 || body != "b" {
@@ -135,10 +157,10 @@ func TestTransportHedgesToDifferentTarget(t *testing.T) {
 
 func TestTransportFast500LosesToSlow200(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, status: 500, body: "oops"}
-		b := &replica{lat: 30 * time.Millisecond, body: "ok"}
+		a := &backend{lat: time.Millisecond, status: 500, body: "oops"}
+		b := &backend{lat: 30 * time.Millisecond, body: "ok"}
 		tr, c := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		code, body, err := get(t, tr, "http://x/")
 		if err != nil || code != 200 || body != "ok" {
 			t.Fatalf("got %d %q %v", code, body, err)
@@ -153,10 +175,10 @@ func TestTransportFast500LosesToSlow200(t *testing.T) {
 
 func TestTransportAllFailReturnsLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, status: 503, body: "busy a"}
-		b := &replica{lat: 2 * time.Millisecond, status: 502, body: "busy b"}
+		a := &backend{lat: time.Millisecond, status: 503, body: "busy a"}
+		b := &backend{lat: 2 * time.Millisecond, status: 502, body: "busy b"}
 		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		code, body, err := get(t, tr, "http://x/")
 		if err != nil || code != 502 || body != "busy b" {
 			t.Fatalf("got %d %q %v; want the last answer, 502", code, body, err)
@@ -172,8 +194,8 @@ func TestTransportAllFailReturnsLastResponse(t *testing.T) {
 
 func TestTransportCustomAccept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, body: `{"value":""}`}
-		b := &replica{lat: 3 * time.Millisecond, body: `{"value":"x"}`}
+		a := &backend{lat: time.Millisecond, body: `{"value":""}`}
+		b := &backend{lat: 3 * time.Millisecond, body: `{"value":"x"}`}
 		tr, _ := newMemTransport(t, Policy{Delay: 50 * time.Millisecond}, TransportConfig{
 			Targets: []string{"http://a", "http://b"},
 			Accept: func(r *http.Response) error {
@@ -183,7 +205,7 @@ func TestTransportCustomAccept(t *testing.T) {
 				}
 				return nil
 			},
-		}, map[string]*replica{"a": a, "b": b})
+		}, map[string]*backend{"a": a, "b": b})
 		code, body, err := get(t, tr, "http://x/")
 		if err != nil || code != 200 || body != "" {
 			// Accept consumed the body: that is the caller's choice.
@@ -206,7 +228,7 @@ func TestTransportSingleURLMode(t *testing.T) {
 		})
 		net := &memnet.Transport{}
 		net.Handle("lb", lb)
-		tr, err := NewTransport(TransportConfig{Base: net, Hedger: mustNew(t, Policy{Delay: 5 * time.Millisecond})})
+		tr, err := NewTransport(TransportConfig{Base: net, Policy: Policy{Delay: 5 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +257,7 @@ func TestTransportPassThroughAndSafeMethods(t *testing.T) {
 		net := &memnet.Transport{}
 		net.Handle("a", slow)
 		net.Handle("b", slow)
-		tr, err := NewTransport(TransportConfig{Base: net, Hedger: mustNew(t, Policy{Delay: 5 * time.Millisecond}), Targets: []string{"http://a", "http://b"}, SafeMethods: []string{"SEARCH"}})
+		tr, err := NewTransport(TransportConfig{Base: net, Policy: Policy{Delay: 5 * time.Millisecond}, Targets: []string{"http://a", "http://b"}, SafeMethods: []string{"SEARCH"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,9 +287,9 @@ func TestTransportPassThroughAndSafeMethods(t *testing.T) {
 
 func TestTransportParentCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Second}
+		a := &backend{lat: time.Second}
 		tr, c := newMemTransport(t, Policy{Delay: 5 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": a})
+			map[string]*backend{"a": a, "b": a})
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/", nil)
@@ -283,8 +305,8 @@ func TestTransportParentCancel(t *testing.T) {
 
 func TestWithReceiptContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, body: "a"}
-		tr, _ := newMemTransport(t, Policy{}, TransportConfig{Targets: []string{"http://a"}}, map[string]*replica{"a": a})
+		a := &backend{lat: time.Millisecond, body: "a"}
+		tr, _ := newMemTransport(t, Policy{}, TransportConfig{Targets: []string{"http://a"}}, map[string]*backend{"a": a})
 		var got atomic.Pointer[Receipt]
 		ctx := WithReceipt(t.Context(), func(r Receipt) { got.Store(&r) })
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/", nil)
@@ -320,7 +342,7 @@ func TestNewTransportRejects(t *testing.T) {
 		}
 	}
 	tr, err := NewTransport(TransportConfig{})
-	if err != nil || tr.Hedger() == nil {
+	if err != nil || tr.Classes() == nil || tr.Replicas() != nil {
 		t.Fatalf("zero config: %v", err)
 	}
 }
@@ -436,7 +458,7 @@ func TestLoopbackLoserCancellationObserved(t *testing.T) {
 	}))
 	defer fast.Close()
 	var got atomic.Pointer[Receipt]
-	client, err := NewClient(ClientConfig{
+	client, err := NewClient(TransportConfig{
 		Policy:    Policy{Delay: 20 * time.Millisecond},
 		Targets:   []string{slow.URL, fast.URL},
 		OnReceipt: func(_ *http.Request, r Receipt) { got.Store(&r) },
@@ -445,6 +467,8 @@ func TestLoopbackLoserCancellationObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.CloseIdleConnections()
+	// The slow replica first: the primary goes there, the hedge elsewhere.
+	client.Transport = ordered{client.Transport.(*Transport)}
 	resp, err := client.Get("http://replicas/item")
 	if err != nil {
 		t.Fatal(err)
@@ -484,7 +508,7 @@ func TestLoopbackBodyLimit(t *testing.T) {
 		io.WriteString(w, strings.Repeat("x", 100<<10))
 	}))
 	defer srv.Close()
-	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	client, err := NewClient(TransportConfig{Targets: []string{srv.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +530,7 @@ func TestLoopbackRedirectRefused(t *testing.T) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	}))
 	defer srv.Close()
-	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	client, err := NewClient(TransportConfig{Targets: []string{srv.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +547,7 @@ func TestLoopbackHEAD(t *testing.T) {
 		w.WriteHeader(200)
 	}))
 	defer srv.Close()
-	client, err := NewClient(ClientConfig{Targets: []string{srv.URL}})
+	client, err := NewClient(TransportConfig{Targets: []string{srv.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,14 +565,15 @@ func TestLoopbackHEAD(t *testing.T) {
 func TestNewClientOptions(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	base := &http.Client{Transport: NewBaseTransport(), Timeout: time.Second}
-	c, err := NewClient(ClientConfig{Client: base, Targets: []string{srv.URL}})
+	base := NewBaseTransport()
+	c, err := NewClient(TransportConfig{Base: base, Targets: []string{srv.URL}, Policy: Policy{Timeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer base.CloseIdleConnections()
-	if c.Timeout != time.Second {
-		t.Errorf("timeout %v", c.Timeout)
+	tr := c.Transport.(*Transport)
+	if got := tr.Classes().Policy().Timeout; got != time.Second {
+		t.Errorf("timeout %v", got)
 	}
 	resp, err := c.Get("http://x/")
 	if err != nil {
@@ -556,13 +581,14 @@ func TestNewClientOptions(t *testing.T) {
 	}
 	resp.Body.Close()
 	// The preset's documented defaults: a 2s ceiling and a 64 KiB body limit.
-	if c2, _ := NewClient(ClientConfig{}); c2.Timeout != 2*time.Second || DefaultClientTimeout != 2*time.Second {
-		t.Errorf("default timeout %v", c2.Timeout)
+	c2, _ := NewClient(TransportConfig{})
+	if got := c2.Transport.(*Transport).Classes().Policy().Timeout; got != 2*time.Second || DefaultClientTimeout != 2*time.Second {
+		t.Errorf("default timeout %v", got)
 	}
-	if DefaultClientMaxBodyBytes != 64<<10 {
-		t.Errorf("default body limit %d", DefaultClientMaxBodyBytes)
+	if got := c2.Transport.(*Transport).limit; got != 64<<10 || DefaultClientMaxBodyBytes != 64<<10 {
+		t.Errorf("default body limit %d", got)
 	}
-	for _, cfg := range []ClientConfig{{Timeout: -1}, {Policy: Policy{MaxAttempts: 9}}, {Targets: []string{"nope"}}} {
+	for _, cfg := range []TransportConfig{{Policy: Policy{Timeout: -1}}, {Policy: Policy{MaxAttempts: 9}}, {Targets: []string{"nope"}}} {
 		if _, err := NewClient(cfg); !errors.Is(err, ErrInvalidPolicy) {
 			t.Errorf("NewClient(%+v): %v", cfg, err)
 		}
@@ -587,16 +613,18 @@ func (h *testHooks) Rewrite(a Attempt, out *http.Request) {
 	out.Header.Set("X-Attempt", strconv.Itoa(a.Index))
 }
 
-func (h *testHooks) Pick(a Attempt, used []int) (int, bool) {
+func (h *testHooks) Pick(a Attempt, used []int) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.picks = append(h.picks, fmt.Sprint(a.Index, used))
-	return 1 - a.Index, true // primary to target 1, hedge to target 0
+	if a.Index > 0 && !h.admit {
+		return -1, ErrNoCapacity
+	}
+	return 1 - a.Index, nil // primary to target 1, hedge to target 0
 }
 
-func (h *testHooks) Admit(a Attempt) bool { return h.admit }
-
-func (h *testHooks) Done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
+func (h *testHooks) Done(a Attempt, r Result) {
+	resp, verdict, elapsed := r.Response, r.Verdict, r.Elapsed
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done == nil {
@@ -618,13 +646,13 @@ func (h *testHooks) Done(a Attempt, resp *http.Response, verdict error, elapsed 
 
 func TestRoundTripWithHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: 2 * time.Millisecond, body: "a"}
-		b := &replica{lat: 30 * time.Millisecond, body: "b"}
+		a := &backend{lat: 2 * time.Millisecond, body: "a"}
+		b := &backend{lat: 30 * time.Millisecond, body: "b"}
 		tr, c := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		h := &testHooks{admit: true}
 		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-		resp, err := tr.RoundTripWith(req, h)
+		resp, err := tr.RoundTripWith(req, nil, h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -651,7 +679,7 @@ func TestRoundTripWithHooks(t *testing.T) {
 		// Admit refusing the hedge: suppressed for capacity, one Done.
 		h2 := &testHooks{admit: false}
 		req, _ = http.NewRequest(http.MethodGet, "http://x/", nil)
-		resp, err = tr.RoundTripWith(req, h2)
+		resp, err = tr.RoundTripWith(req, nil, h2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -666,17 +694,17 @@ func TestRoundTripWithHooks(t *testing.T) {
 // With hooks, a request no attempt could answer acceptably comes back as a
 // *RefusedError holding the last refused response, with Done given each
 // verdict; plain RoundTrip returns that response as the server's answer.
-// A request that is not hedged passes through to the first target, seen by
-// Rewrite alone.
+// A request that is not hedged passes through, once, to the target Pick
+// chooses, seen by Rewrite and Done as a primary.
 func TestRoundTripWithRefusedAndPassThrough(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &replica{lat: time.Millisecond, status: 503, body: "busy a"}
-		b := &replica{lat: time.Millisecond, status: 503, body: "busy b"}
+		a := &backend{lat: time.Millisecond, status: 503, body: "busy a"}
+		b := &backend{lat: time.Millisecond, status: 503, body: "busy b"}
 		tr, _ := newMemTransport(t, Policy{Delay: 10 * time.Millisecond}, TransportConfig{Targets: []string{"http://a", "http://b"}},
-			map[string]*replica{"a": a, "b": b})
+			map[string]*backend{"a": a, "b": b})
 		h := &testHooks{admit: true}
 		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-		resp, err := tr.RoundTripWith(req, h)
+		resp, err := tr.RoundTripWith(req, nil, h)
 		var re *RefusedError
 		if resp != nil || !errors.As(err, &re) || !errors.Is(err, ErrNotAccepted) {
 			t.Fatalf("RoundTripWith = %v, %v; want nil and a *RefusedError wrapping ErrNotAccepted", resp, err)
@@ -698,12 +726,12 @@ func TestRoundTripWithRefusedAndPassThrough(t *testing.T) {
 
 		h = &testHooks{admit: true}
 		req, _ = http.NewRequest(http.MethodPost, "http://x/p", strings.NewReader("x"))
-		if resp, err = tr.RoundTripWith(req, h); err != nil {
+		if resp, err = tr.RoundTripWith(req, nil, h); err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if fmt.Sprint(h.rewrote) != "[0 a ]" || len(h.picks) != 0 || len(h.done) != 0 {
-			t.Errorf("pass-through: rewrote %q picks %v done %v; want Rewrite alone, with the zero Attempt", h.rewrote, h.picks, h.done)
+		if fmt.Sprint(h.rewrote) != "[0 b ]" || fmt.Sprint(h.picks) != "[0 []]" || fmt.Sprint(h.done) != "map[0:503 refused: hedge: status 503]" {
+			t.Errorf("pass-through: rewrote %q picks %v done %v; want the primary's Pick, Rewrite and Done", h.rewrote, h.picks, h.done)
 		}
 	})
 }
@@ -729,7 +757,7 @@ func TestBodyLimitReadsOnePastLimit(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			return &http.Response{StatusCode: 200, Body: body, ContentLength: -1, Header: http.Header{}, Request: r}, nil
 		})
-		tr, err := NewTransport(TransportConfig{Hedger: mustNew(t, Policy{MaxAttempts: 1}), Base: base, MaxBodyBytes: limit})
+		tr, err := NewTransport(TransportConfig{Policy: Policy{MaxAttempts: 1}, Base: base, MaxBodyBytes: limit})
 		if err != nil {
 			t.Fatal(err)
 		}

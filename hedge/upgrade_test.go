@@ -87,7 +87,7 @@ func TestStrayUpgradeFailsAtOnce(t *testing.T) {
 			base := NewBaseTransport()
 			defer base.CloseIdleConnections()
 			tr, err := NewTransport(TransportConfig{Base: base, Targets: []string{s.url()},
-				Hedger: mustNew(t, Policy{MaxAttempts: 1, Timeout: 10 * time.Second})})
+				Policy: Policy{MaxAttempts: 1, Timeout: 10 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,13 +132,13 @@ func TestStrayUpgradeFailsOverToHealthyReplica(t *testing.T) {
 	base := NewBaseTransport()
 	defer base.CloseIdleConnections()
 	tr, err := NewTransport(TransportConfig{Base: base, Targets: []string{s.url(), "http://" + good.Addr().String()},
-		Hedger: mustNew(t, Policy{Delay: 5 * time.Second, Budget: mustBudget(t, 1, 10), Timeout: 10 * time.Second})})
+		Policy: Policy{Delay: 5 * time.Second, Budget: mustBudget(t, 1, 10), Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
 	start := time.Now()
-	resp, err := tr.RoundTrip(req)
+	resp, err := ordered{tr}.RoundTrip(req) // the primary to the switcher
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestStray101WithoutUpgradeHeaderRefused(t *testing.T) {
 	s := newSwitcher(t, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
 	base := NewBaseTransport()
 	defer base.CloseIdleConnections()
-	tr, err := NewTransport(TransportConfig{Base: base, Targets: []string{s.url()}, Hedger: mustNew(t, Policy{MaxAttempts: 1})})
+	tr, err := NewTransport(TransportConfig{Base: base, Targets: []string{s.url()}, Policy: Policy{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ func TestPickPrimaryAmongStaysInSubset(t *testing.T) {
 	among := []int{1, 4}
 	seen := map[int]int{}
 	for range 200 {
-		i, tk, ok := s.PickPrimaryAmong(t0, among)
+		i, tk, ok := s.Pick(t0, Attempt{Among: among})
 		if !ok || !slices.Contains(among, i) {
 			t.Fatalf("pick %d ok %v, want one of %v", i, ok, among)
 		}
@@ -29,7 +29,7 @@ func TestPickPrimaryAmongPrefersCheaper(t *testing.T) {
 	setEWMA(s, 3, 5*time.Millisecond, t0)
 	for range 50 {
 		// With two candidates, power of two choices compares both.
-		if i, tk, _ := s.PickPrimaryAmong(t0, []int{2, 3}); i != 3 {
+		if i, tk, _ := s.Pick(t0, Attempt{Among: []int{2, 3}}); i != 3 {
 			t.Fatalf("picked %d, want the cheaper 3", i)
 		} else {
 			s.Done(tk, Canceled, t0)
@@ -42,24 +42,24 @@ func TestPickAmongSkipsOpenBreakerAndProbation(t *testing.T) {
 	trip(t, s, 1, t0)
 	forceProbation(s, 2, t0)
 	for range 20 {
-		i, tk, ok := s.PickPrimaryAmong(t0, []int{1, 2, 3})
+		i, tk, ok := s.Pick(t0, Attempt{Among: []int{1, 2, 3}})
 		if !ok || i != 3 {
 			t.Fatalf("pick %d ok %v, want 3: 1's breaker is open, 2 is on probation", i, ok)
 		}
 		s.Done(tk, Success, t0)
 	}
 	// No owner admits: not ok, and no fallback to the one on probation.
-	if i, _, ok := s.PickPrimaryAmong(t0, []int{1, 2}); ok {
+	if i, _, ok := s.Pick(t0, Attempt{Among: []int{1, 2}}); ok {
 		t.Fatalf("picked %d among an open breaker and a replica on probation", i)
 	}
-	if i, _, ok := s.PickAlternateAmong(t0, []int{1, 2, 3}, []int{3}); ok {
+	if i, _, ok := s.Pick(t0, Attempt{Role: Hedge, Among: []int{1, 2, 3}, Exclude: []int{3}}); ok {
 		t.Fatalf("alternate %d: only 3 admits and it is excluded", i)
 	}
-	if i, _, ok := s.PickRetryAmong(t0, []int{1, 2, 3}, []int{3}); ok {
+	if i, _, ok := s.Pick(t0, Attempt{Role: Retry, Among: []int{1, 2, 3}, Exclude: []int{3}}); ok {
 		t.Fatalf("retry %d: among never falls back to probation", i)
 	}
 	// Out-of-range indices are skipped.
-	if i, tk, ok := s.PickAlternateAmong(t0, []int{-1, 9, 0}, nil); !ok || i != 0 {
+	if i, tk, ok := s.Pick(t0, Attempt{Role: Hedge, Among: []int{-1, 9, 0}, Exclude: nil}); !ok || i != 0 {
 		t.Fatalf("alternate %d ok %v, want 0", i, ok)
 	} else {
 		s.Done(tk, Success, t0)
@@ -70,9 +70,9 @@ func TestPickAmongDoesNotAllocate(t *testing.T) {
 	s := mustNew(t, 8, Config{})
 	among, used := []int{2, 5}, []int{2}
 	if n := testing.AllocsPerRun(100, func() {
-		_, tk, _ := s.PickPrimaryAmong(t0, among)
+		_, tk, _ := s.Pick(t0, Attempt{Among: among})
 		s.Done(tk, Canceled, t0)
-		_, tk, _ = s.PickAlternateAmong(t0, among, used)
+		_, tk, _ = s.Pick(t0, Attempt{Role: Hedge, Among: among, Exclude: used})
 		s.Done(tk, Canceled, t0)
 	}); n != 0 {
 		t.Errorf("picks among allocate %v", n)

@@ -16,7 +16,7 @@ func BenchmarkPickPrimaryDone(b *testing.B) {
 			now := t0
 			for b.Loop() {
 				now = now.Add(time.Microsecond)
-				_, t, ok := s.PickPrimary(now)
+				_, t, ok := s.Pick(now, Attempt{})
 				if !ok {
 					b.Fatal("no pick")
 				}
@@ -46,7 +46,7 @@ func benchParallel(b *testing.B, s *Set) {
 		now := t0
 		for pb.Next() {
 			now = now.Add(time.Microsecond)
-			_, t, ok := s.PickPrimary(now)
+			_, t, ok := s.Pick(now, Attempt{})
 			if !ok {
 				b.Fatal("no pick")
 			}
@@ -64,9 +64,9 @@ func BenchmarkHedgedRequest(b *testing.B) {
 	var ex [1]int
 	for b.Loop() {
 		now = now.Add(time.Microsecond)
-		i, p, _ := s.PickPrimary(now)
+		i, p, _ := s.Pick(now, Attempt{})
 		ex[0] = i
-		_, h, ok := s.PickAlternate(now, ex[:])
+		_, h, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: ex[:]})
 		if !ok {
 			b.Fatal("no alternate")
 		}
@@ -99,12 +99,12 @@ func BenchmarkProbation(b *testing.B) {
 			}
 			for b.Loop() {
 				now = now.Add(time.Microsecond)
-				_, t, ok := s.PickPrimary(now)
+				_, t, ok := s.Pick(now, Attempt{})
 				if !ok {
 					b.Fatal("no pick")
 				}
 				s.Done(t, Success, now.Add(time.Duration(t.Replica()+1)*time.Millisecond))
-				if _, t, ok := s.PickShadow(now); ok {
+				if _, t, ok := s.Pick(now, Attempt{Role: Shadow}); ok {
 					s.Done(t, Success, now.Add(3*time.Millisecond))
 				}
 			}

@@ -51,13 +51,13 @@ func TestOpenBreakerRejectsUntilCooldownThenAdmitsOneProbe(t *testing.T) {
 			t.Fatalf("Available(%v) = %d, want 1", now.Sub(t0), s.Available(now))
 		}
 		for range 20 {
-			if i, tk, ok := s.PickPrimary(now); !ok || i != 1 {
+			if i, tk, ok := s.Pick(now, Attempt{}); !ok || i != 1 {
 				t.Fatalf("PickPrimary while 0 is open = %d, %v", i, ok)
 			} else {
 				s.Done(tk, Canceled, now)
 			}
 		}
-		if _, _, ok := s.PickAlternate(now, []int{1}); ok {
+		if _, _, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: []int{1}}); ok {
 			t.Fatal("PickAlternate chose the open replica")
 		}
 	}
@@ -70,7 +70,7 @@ func TestOpenBreakerRejectsUntilCooldownThenAdmitsOneProbe(t *testing.T) {
 	if st := stateOfReplica(s, 0, open); st.Breaker != Open || !st.Available {
 		t.Fatalf("before the probe: %+v", st)
 	}
-	i, probe, ok := s.PickPrimary(open)
+	i, probe, ok := s.Pick(open, Attempt{})
 	if !ok || i != 0 || !probe.Probe() || probe.Generation() != 2 {
 		t.Fatalf("first pick after cooldown = %d, %+v, %v; want the probe of replica 0", i, probe, ok)
 	}
@@ -80,13 +80,13 @@ func TestOpenBreakerRejectsUntilCooldownThenAdmitsOneProbe(t *testing.T) {
 	}
 	// While the probe is out, other picks skip the replica.
 	for range 20 {
-		if i, tk, ok := s.PickPrimary(open); !ok || i != 1 {
+		if i, tk, ok := s.Pick(open, Attempt{}); !ok || i != 1 {
 			t.Fatalf("pick with the probe out = %d, %v", i, ok)
 		} else {
 			s.Done(tk, Canceled, open)
 		}
 	}
-	if _, _, ok := s.PickAlternate(open, []int{1}); ok {
+	if _, _, ok := s.Pick(open, Attempt{Role: Hedge, Exclude: []int{1}}); ok {
 		t.Fatal("PickAlternate took a second probe")
 	}
 	s.Done(probe, Success, open.Add(time.Millisecond))
@@ -160,8 +160,8 @@ func TestCanceledProbeFreesTheSlot(t *testing.T) {
 	s := mustNew(t, 1, Config{FailureThreshold: 1, Cooldown: time.Second})
 	trip(t, s, 0, t0)
 	now := t0.Add(time.Second)
-	_, probe, _ := s.PickPrimary(now)
-	if _, _, ok := s.PickPrimary(now); ok {
+	_, probe, _ := s.Pick(now, Attempt{})
+	if _, _, ok := s.Pick(now, Attempt{}); ok {
 		t.Fatal("second probe admitted")
 	}
 	s.Done(probe, Canceled, now)
@@ -172,7 +172,7 @@ func TestCanceledProbeFreesTheSlot(t *testing.T) {
 	if s.Available(now) != 1 {
 		t.Fatal("not available after a cancelled probe")
 	}
-	i, again, ok := s.PickAlternate(now, nil)
+	i, again, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: nil})
 	if !ok || i != 0 || !again.Probe() || again.Generation() != 2 {
 		t.Fatalf("pick after cancelled probe = %d, %+v, %v", i, again, ok)
 	}
@@ -202,9 +202,9 @@ func TestConcurrentPicksTakeOneProbe(t *testing.T) {
 					ok bool
 				)
 				if w%2 == 0 {
-					_, tk, ok = s.PickPrimary(now)
+					_, tk, ok = s.Pick(now, Attempt{})
 				} else {
-					_, tk, ok = s.PickAlternate(now, nil)
+					_, tk, ok = s.Pick(now, Attempt{Role: Hedge, Exclude: nil})
 				}
 				if ok {
 					mu.Lock()

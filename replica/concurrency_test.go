@@ -40,7 +40,7 @@ func TestConcurrentPicksAndOutcomes(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 99))
 			for range requests {
-				i, primary, ok := s.PickPrimary(now())
+				i, primary, ok := s.Pick(now(), Attempt{})
 				if !ok {
 					continue
 				}
@@ -49,7 +49,7 @@ func TestConcurrentPicksAndOutcomes(t *testing.T) {
 					t.Errorf("ticket for %d, pick %d", primary.Replica(), i)
 				}
 				if rng.IntN(3) == 0 { // hedge
-					j, hedge, ok := s.PickAlternate(now(), []int{i})
+					j, hedge, ok := s.Pick(now(), Attempt{Role: Hedge, Exclude: []int{i}})
 					if ok {
 						tickets.Add(1)
 						if j == i {

@@ -12,7 +12,7 @@ func TestExactlyOneProbeUnderContention(t *testing.T) {
 		s := mustNew(t, 2, Config{FailureThreshold: 1, Cooldown: time.Millisecond})
 		now := t0
 		for i := range 2 {
-			_, tk, _ := s.PickAlternate(now, []int{1 - i})
+			_, tk, _ := s.Pick(now, Attempt{Role: Hedge, Exclude: []int{1 - i}})
 			s.Done(tk, Failure, now)
 		}
 		later := now.Add(2 * time.Millisecond)
@@ -27,9 +27,9 @@ func TestExactlyOneProbeUnderContention(t *testing.T) {
 				var tk Ticket
 				var ok bool
 				if k%2 == 0 {
-					i, tk, ok = s.PickPrimary(later)
+					i, tk, ok = s.Pick(later, Attempt{})
 				} else {
-					i, tk, ok = s.PickAlternate(later, nil)
+					i, tk, ok = s.Pick(later, Attempt{Role: Hedge, Exclude: nil})
 				}
 				if ok {
 					got[i].Add(1)

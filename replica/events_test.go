@@ -140,7 +140,7 @@ func TestOnChangeNoAllocations(t *testing.T) {
 		now := t0
 		if n := testing.AllocsPerRun(1000, func() {
 			now = now.Add(time.Microsecond)
-			_, tk, _ := s.PickPrimary(now)
+			_, tk, _ := s.Pick(now, Attempt{})
 			s.Done(tk, Success, now.Add(time.Millisecond))
 		}); n != 0 {
 			t.Errorf("hook %v: %v allocations per attempt", hook != nil, n)

@@ -74,7 +74,7 @@ func TestEWMADecaysWhenRead(t *testing.T) {
 	// sample: after 10s·(ln(100)+0.098), about 47.03s.
 	for sec := 1; sec <= 60; sec++ {
 		now := t0.Add(time.Duration(sec) * time.Second)
-		i, tk, _ := s.PickPrimary(now)
+		i, tk, _ := s.Pick(now, Attempt{})
 		s.Done(tk, Success, now.Add(20*time.Millisecond))
 		if i == 0 {
 			if sec != 48 {

@@ -21,15 +21,15 @@ func Example() {
 	// different replica. The hedge answers first; the primary loses and is
 	// cancelled: neutral for its breaker, but it took at least 25ms, and
 	// its latency estimate says so.
-	p, primary, _ := set.PickPrimary(now)
-	h, hedge, _ := set.PickAlternate(now.Add(20*time.Millisecond), []int{p})
+	p, primary, _ := set.Pick(now, replica.Attempt{})
+	h, hedge, _ := set.Pick(now.Add(20*time.Millisecond), replica.Attempt{Role: replica.Hedge, Exclude: []int{p}})
 	fmt.Println("primary:", set.Name(p), "hedge:", set.Name(h))
 	set.Done(hedge, replica.Success, now.Add(25*time.Millisecond))
 	set.Done(primary, replica.Canceled, now.Add(25*time.Millisecond))
 
 	// c fails twice in a row: its breaker opens for a second.
 	for range 2 {
-		_, t, _ := set.PickAlternate(now, []int{0, 1})
+		_, t, _ := set.Pick(now, replica.Attempt{Role: replica.Hedge, Exclude: []int{0, 1}})
 		set.Done(t, replica.Failure, now)
 	}
 	fmt.Println("available:", set.Available(now))
@@ -37,7 +37,7 @@ func Example() {
 	// After the cooldown the next pick is c's single half-open probe; its
 	// success closes the breaker.
 	now = now.Add(time.Second)
-	i, probe, _ := set.PickPrimary(now)
+	i, probe, _ := set.Pick(now, replica.Attempt{})
 	fmt.Println("probe:", set.Name(i), probe.Probe())
 	set.Done(probe, replica.Success, now.Add(3*time.Millisecond))
 
@@ -61,8 +61,8 @@ func ExampleSet_Done() {
 	set, _ := replica.New([]string{"http://a.test"}, replica.Config{FailureThreshold: 1, Cooldown: time.Second})
 	now := time.Unix(1_700_000_000, 0)
 
-	_, late, _ := set.PickPrimary(now) // still running when...
-	_, t, _ := set.PickPrimary(now)
+	_, late, _ := set.Pick(now, replica.Attempt{}) // still running when...
+	_, t, _ := set.Pick(now, replica.Attempt{})
 	set.Done(t, replica.Failure, now) // ...this failure opens the breaker
 
 	set.Done(late, replica.Success, now.Add(200*time.Millisecond))
@@ -75,7 +75,7 @@ func ExampleSet_Done() {
 func ExampleSet_Snapshot() {
 	set, _ := replica.New([]string{"http://a.test", "http://b.test"}, replica.Config{Seed: 1})
 	now := time.Unix(1_700_000_000, 0).UTC()
-	_, t, _ := set.PickAlternate(now, []int{1})
+	_, t, _ := set.Pick(now, replica.Attempt{Role: replica.Hedge, Exclude: []int{1}})
 	set.Done(t, replica.Success, now.Add(12*time.Millisecond))
 
 	enc := json.NewEncoder(os.Stdout)
@@ -101,7 +101,7 @@ func ExampleSet_Snapshot() {
 // A replica that turns slow and stays slow goes on probation: no more
 // primaries, only shadow requests, whose answers bring it back once it
 // has recovered.
-func ExampleSet_PickShadow() {
+func ExampleSet_Pick_shadow() {
 	set, _ := replica.New([]string{"http://a.test", "http://b.test", "http://c.test"}, replica.Config{
 		Probation: replica.Probation{Enabled: true, Window: time.Second, ShadowRate: 5}})
 	now := time.Unix(1_700_000_000, 0)
@@ -113,11 +113,11 @@ func ExampleSet_PickShadow() {
 	step := func() {
 		for i := range 3 {
 			if !status(i).OnProbation() {
-				_, t, _ := set.PickRetry(now, others[i]) // this replica's request
+				_, t, _ := set.Pick(now, replica.Attempt{Role: replica.Retry, Exclude: others[i]}) // this replica's request
 				set.Done(t, replica.Success, now.Add(latency[i]))
 			}
 		}
-		if i, t, ok := set.PickShadow(now); ok {
+		if i, t, ok := set.Pick(now, replica.Attempt{Role: replica.Shadow}); ok {
 			set.Done(t, replica.Success, now.Add(latency[i]))
 		}
 		now = now.Add(50 * time.Millisecond)
@@ -128,7 +128,7 @@ func ExampleSet_PickShadow() {
 	p := set.Snapshot(now)[2].Probation
 	fmt.Println(p.Status, "-", p.Reason)
 	for range 20 {
-		if i, t, _ := set.PickPrimary(now); i == 2 {
+		if i, t, _ := set.Pick(now, replica.Attempt{}); i == 2 {
 			fmt.Println("a primary went to c")
 		} else {
 			set.Done(t, replica.Success, now.Add(5*time.Millisecond))

@@ -55,7 +55,7 @@ func pickAt(tb testing.TB, s *Set, i int, now time.Time) Ticket {
 			ex = append(ex, j)
 		}
 	}
-	got, t, ok := s.PickAlternate(now, ex)
+	got, t, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: ex})
 	if !ok || got != i || t.Replica() != i {
 		tb.Fatalf("pick of replica %d: got %d, ok %v", i, got, ok)
 	}

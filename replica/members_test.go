@@ -49,7 +49,7 @@ func TestNextKeepsStateOfKeptReplicas(t *testing.T) {
 	if st := s.Snapshot(now)[2]; st.InFlight != 0 || st.Successes != 1 {
 		t.Errorf("r2, left out, after its attempt ended: %+v", st)
 	}
-	i, tk, ok := next.PickPrimary(now)
+	i, tk, ok := next.Pick(now, Attempt{})
 	if !ok || next.Name(i) == n[1] {
 		t.Fatalf("pick %d (%v), r1's breaker is open", i, ok)
 	}
@@ -73,9 +73,9 @@ func TestNextDrainsARemovedReplica(t *testing.T) {
 	}
 	for k := range 200 {
 		for _, pick := range []func() (int, Ticket, bool){
-			func() (int, Ticket, bool) { return next.PickPrimary(now) },
-			func() (int, Ticket, bool) { return next.PickAlternate(now, []int{k % 2}) },
-			func() (int, Ticket, bool) { return next.PickRetry(now, nil) },
+			func() (int, Ticket, bool) { return next.Pick(now, Attempt{}) },
+			func() (int, Ticket, bool) { return next.Pick(now, Attempt{Role: Hedge, Exclude: []int{k % 2}}) },
+			func() (int, Ticket, bool) { return next.Pick(now, Attempt{Role: Retry, Exclude: nil}) },
 		} {
 			i, t2, ok := pick()
 			if !ok || next.Name(i) == n[2] {
@@ -174,14 +174,14 @@ func TestNextPicksDoNotAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0
-	next.PickPrimary(now) // fixes the epoch, once
+	next.Pick(now, Attempt{}) // fixes the epoch, once
 	allocs := testing.AllocsPerRun(1000, func() {
 		now = now.Add(time.Microsecond)
-		i, tk, _ := next.PickPrimary(now)
-		_, h, _ := next.PickAlternate(now, []int{i})
+		i, tk, _ := next.Pick(now, Attempt{})
+		_, h, _ := next.Pick(now, Attempt{Role: Hedge, Exclude: []int{i}})
 		next.Done(h, Success, now.Add(time.Millisecond))
 		next.Done(tk, Canceled, now.Add(time.Millisecond))
-		next.PickShadow(now)
+		next.Pick(now, Attempt{Role: Shadow})
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per request on a later generation", allocs)
@@ -206,7 +206,7 @@ func TestNextProbation(t *testing.T) {
 	if kept.OnProbation() != 1 || !byName(t, kept, n[2], now).Probation.Status.OnProbation() {
 		t.Fatalf("kept replica's probation: %d on, %+v", kept.OnProbation(), byName(t, kept, n[2], now).Probation)
 	}
-	if i, _, ok := kept.PickShadow(now.Add(time.Second)); !ok || kept.Name(i) != n[2] {
+	if i, _, ok := kept.Pick(now.Add(time.Second), Attempt{Role: Shadow}); !ok || kept.Name(i) != n[2] {
 		t.Errorf("no shadow due for the replica on probation in the next generation")
 	}
 
@@ -297,16 +297,16 @@ func TestNextConcurrentWithTraffic(t *testing.T) {
 				g := newest
 				cur.Unlock()
 				now = now.Add(time.Millisecond)
-				i, tk, ok := g.PickPrimary(now)
+				i, tk, ok := g.Pick(now, Attempt{})
 				if !ok {
 					continue
 				}
-				_, h, hok := g.PickAlternate(now, []int{i})
+				_, h, hok := g.Pick(now, Attempt{Role: Hedge, Exclude: []int{i}})
 				g.Done(tk, Success, now.Add(time.Duration(w+1)*time.Millisecond))
 				if hok {
 					g.Done(h, Canceled, now)
 				}
-				if _, sh, ok := g.PickShadow(now); ok {
+				if _, sh, ok := g.Pick(now, Attempt{Role: Shadow}); ok {
 					g.Done(sh, Success, now)
 				}
 				g.Snapshot(now)

@@ -29,39 +29,82 @@ func (s *Set) better(i, j int, off int64) bool {
 	return ci < cj || ci == cj && ni < nj
 }
 
-// PickPrimary chooses the replica for the first attempt of a request and
-// takes a ticket for it, to be given back with Done.
-//
-// A replica whose breaker waits for a probe (open with its cooldown over, or
-// half-open with the probe slot free) is chosen first: the first pick that
-// sees the cooldown over moves the breaker to half-open and takes the probe,
-// so a recovering replica is probed promptly however its latency compares.
-// Otherwise the pick is by power of two choices among the replicas whose
-// breaker admits a request: two distinct candidates at random, the one of
-// lower cost wins, cost being the peak-EWMA latency × (in-flight + 1), ties
-// going to the one with fewer in flight. With one available replica it is
-// chosen. The randomness spreads load that a strict "lowest cost" would
-// send in herds to whichever replica looked best a moment ago.
-//
-// Replicas on probation are left out, their breaker probes included (a
-// shadow takes those), unless no other replica admits a request: then the
-// pick is made among them alone, since a slow answer beats none.
-//
-// The chosen replica's in-flight count goes up by one. ok is false, and i is
-// -1, when no replica admits a request. PickPrimary does not allocate.
-func (s *Set) PickPrimary(now time.Time) (i int, t Ticket, ok bool) {
-	return s.pickPrimary(s.offset(now), nil, true)
+// Role says what a pick is for.
+type Role uint8
+
+const (
+	// Primary is a request's first attempt: power of two choices among
+	// the replicas whose breaker admits a request (see Set.Pick).
+	Primary Role = iota
+	// Hedge is a duplicate sent because an answer is late: the cheapest
+	// replica the request has not used. Never a replica on probation: it
+	// is there because it is slow.
+	Hedge
+	// Retry is an attempt after a failure (a transport error, a 5xx): as
+	// Hedge, except that when no serving replica is left, one on
+	// probation is taken, since a slow answer beats an error.
+	Retry
+	// Shadow is a copy sent to a replica on probation to measure it (see
+	// Probation): due at most ShadowRate times a second per replica.
+	Shadow
+)
+
+// Attempt says what a pick is for: its role, the replicas it may choose
+// among, and those the request's earlier attempts used.
+type Attempt struct {
+	Role Role
+	// Among restricts the pick to these replicas' indices (a key's
+	// owners, say); indices out of range are skipped, and a repeated one
+	// weighs twice in a primary's random choice. Nil means every replica.
+	// A pick among some never falls back to a replica on probation: ok is
+	// false, and the caller decides where to go next (the whole set,
+	// typically; Route does).
+	Among []int
+	// Exclude lists replicas the pick must not choose: those the request's
+	// earlier attempts used. Ignored for a Primary and a Shadow.
+	Exclude []int
 }
 
-// PickPrimaryAmong is PickPrimary restricted to the replicas whose indices
-// are in among (a key's owners, say), except that it never falls back to
-// a replica on probation: ok is false when no replica of among that is not
-// on probation admits a request, and the caller decides where to go next
-// (PickPrimary over the whole set, typically). Indices out of range are
-// skipped; a repeated index weighs twice in the random choice. Nil among
-// means every replica. PickPrimaryAmong does not allocate.
-func (s *Set) PickPrimaryAmong(now time.Time, among []int) (i int, t Ticket, ok bool) {
-	return s.pickPrimary(s.offset(now), among, false)
+// Pick chooses a replica for attempt a at now and takes a ticket for it,
+// to be given back with Done. The chosen replica's in-flight count goes up
+// by one. ok is false, and i is -1, when no replica fits. Pick does not
+// allocate, takes no lock, and is the one way to choose a replica.
+//
+// A Primary: a replica whose breaker waits for a probe (open with its
+// cooldown over, or half-open with the probe slot free) is chosen first,
+// so that a recovering replica is probed promptly however its latency
+// compares; otherwise two distinct candidates at random among the replicas
+// whose breaker admits a request, the one of lower cost wins, cost being
+// the peak-EWMA latency × (in-flight + 1), ties going to the one with
+// fewer in flight. The randomness spreads load that a strict "lowest cost"
+// would send in herds to whichever replica looked best a moment ago.
+// Replicas on probation are left out, their breaker probes included (a
+// shadow takes those), unless no other replica admits a request.
+//
+// A Hedge or a Retry: the available replica of lowest cost outside
+// Exclude, ties going to fewer in flight, then to the lower index. No
+// randomness: a hedge is sent because something is slow, and the replica
+// expected to be fastest is the best bet. The ticket is the probe if the
+// chosen replica's breaker waits for one.
+//
+// A Shadow: the first replica on probation whose shadow is due (and whose
+// breaker admits a request: a shadow may be its half-open probe); with no
+// replica on probation that costs one atomic load. The caller sends the
+// shadow off the client's path and gives the ticket back like any other:
+// its latency is what brings the replica back from probation. A shadow
+// whose replica turned out unavailable is not retried before its next turn.
+func (s *Set) Pick(now time.Time, a Attempt) (i int, t Ticket, ok bool) {
+	switch a.Role {
+	case Primary:
+		return s.pickPrimary(s.offset(now), a.Among, a.Among == nil)
+	case Hedge:
+		return s.pickAlternate(s.offset(now), a.Exclude, false, a.Among)
+	case Retry:
+		return s.pickAlternate(s.offset(now), a.Exclude, a.Among == nil, a.Among)
+	case Shadow:
+		return s.pickShadow(now)
+	}
+	return -1, Ticket{}, false
 }
 
 // pickPrimary is PickPrimary among the replicas of among (nil: all),
@@ -154,47 +197,6 @@ func (s *Set) candidates(n int, off int64, strict bool, among []int) (a, b int) 
 		a, b = b, -1
 	}
 	return a, b
-}
-
-// PickAlternate chooses the replica for a hedge: the available replica of
-// lowest cost, as PickPrimary prices it, that is not in exclude, the
-// replicas earlier attempts of the same request used. Ties go to fewer in
-// flight, then to the lower index. No randomness here: a hedge is sent
-// because something is slow, and the replica expected to be fastest is the
-// best bet. For the same reason a replica on probation never gets a hedge:
-// it is there because it is slow, and it takes only shadows. For an
-// attempt after a failure, use PickRetry.
-//
-// The bookkeeping is PickPrimary's: the in-flight count goes up and a ticket
-// is taken, which is the probe if the chosen replica's breaker waits for
-// one. ok is false, and i is -1, if no replica outside exclude admits a
-// request. PickAlternate does not allocate.
-func (s *Set) PickAlternate(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
-	return s.pickAlternate(s.offset(now), exclude, false, nil)
-}
-
-// PickAlternateAmong is PickAlternate restricted to the replicas whose
-// indices are in among (nil: all; indices out of range are skipped): ok is
-// false when none of them outside exclude admits a request. It does not
-// allocate.
-func (s *Set) PickAlternateAmong(now time.Time, among, exclude []int) (i int, t Ticket, ok bool) {
-	return s.pickAlternate(s.offset(now), exclude, false, among)
-}
-
-// PickRetryAmong is PickAlternateAmong for an attempt after a failure: as
-// PickRetry restricted to among, except that it never falls back to a
-// replica on probation (the caller goes to PickRetry over the whole set
-// for that). It does not allocate.
-func (s *Set) PickRetryAmong(now time.Time, among, exclude []int) (i int, t Ticket, ok bool) {
-	return s.PickAlternateAmong(now, among, exclude)
-}
-
-// PickRetry chooses the replica for an attempt after a failure (a transport
-// error or a 5xx): as PickAlternate, except that when no serving replica
-// outside exclude admits a request, one on probation is taken, the
-// cheapest: a slow answer beats an error. PickRetry does not allocate.
-func (s *Set) PickRetry(now time.Time, exclude []int) (i int, t Ticket, ok bool) {
-	return s.pickAlternate(s.offset(now), exclude, true, nil)
 }
 
 // pickAlternate picks the cheapest replica of among (nil: all) outside

@@ -13,7 +13,7 @@ func pickCounts(t *testing.T, s *Set, n int, now time.Time) []int {
 	t.Helper()
 	counts := make([]int, s.Len())
 	for range n {
-		i, tk, ok := s.PickPrimary(now)
+		i, tk, ok := s.Pick(now, Attempt{})
 		if !ok || tk.Replica() != i {
 			t.Fatalf("PickPrimary = %d, %v, %v", i, tk, ok)
 		}
@@ -66,7 +66,7 @@ func TestPickPrimaryBalancesInFlight(t *testing.T) {
 	// counts, so the load stays even even with no latency known at all.
 	s := mustNew(t, 5, Config{})
 	for i := range 1000 {
-		if _, _, ok := s.PickPrimary(t0.Add(time.Duration(i))); !ok {
+		if _, _, ok := s.Pick(t0.Add(time.Duration(i)), Attempt{}); !ok {
 			t.Fatal("no pick")
 		}
 	}
@@ -93,7 +93,7 @@ func TestPickPrimarySingleReplica(t *testing.T) {
 	s := mustNew(t, 1, Config{})
 	setEWMA(s, 0, time.Hour, t0)
 	for range 100 {
-		i, tk, ok := s.PickPrimary(t0)
+		i, tk, ok := s.Pick(t0, Attempt{})
 		if !ok || i != 0 || tk.Replica() != 0 || tk.Probe() {
 			t.Fatalf("PickPrimary = %d, %+v, %v", i, tk, ok)
 		}
@@ -125,8 +125,8 @@ func TestPickPrimaryOnlyAmongAvailable(t *testing.T) {
 	}
 	trip(t, s, 1, t0)
 	for _, pick := range []func() (int, Ticket, bool){
-		func() (int, Ticket, bool) { return s.PickPrimary(t0) },
-		func() (int, Ticket, bool) { return s.PickAlternate(t0, nil) },
+		func() (int, Ticket, bool) { return s.Pick(t0, Attempt{}) },
+		func() (int, Ticket, bool) { return s.Pick(t0, Attempt{Role: Hedge, Exclude: nil}) },
 	} {
 		if i, tk, ok := pick(); ok || i != -1 || tk != (Ticket{}) {
 			t.Errorf("pick with every breaker open = %d, %+v, %v; want -1, zero, false", i, tk, ok)
@@ -142,7 +142,7 @@ func TestPickPrimaryIsReproducibleWithSeed(t *testing.T) {
 		s := mustNew(t, 5, Config{Seed: seed})
 		var out []int
 		for range 50 {
-			i, tk, _ := s.PickPrimary(t0)
+			i, tk, _ := s.Pick(t0, Attempt{})
 			s.Done(tk, Canceled, t0)
 			out = append(out, i)
 		}
@@ -159,7 +159,7 @@ func TestPickPrimaryIsReproducibleWithSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := s.PickPrimary(t0); !ok {
+	if _, _, ok := s.Pick(t0, Attempt{}); !ok {
 		t.Error("no pick with a random seed")
 	}
 }
@@ -195,7 +195,7 @@ func TestPickAlternateNeverReturnsExcluded(t *testing.T) {
 				ex = append(ex, j)
 			}
 		}
-		i, tk, ok := s.PickAlternate(t0, ex)
+		i, tk, ok := s.Pick(t0, Attempt{Role: Hedge, Exclude: ex})
 		if mask == 15 {
 			if ok || i != -1 {
 				t.Errorf("all excluded: PickAlternate = %d, %v", i, ok)
@@ -226,13 +226,13 @@ func TestPickAlternateWeighsInFlight(t *testing.T) {
 	// Replica 0 with 2 in flight costs 30ms: replica 1 is cheaper.
 	pickAt(t, s, 0, t0)
 	pickAt(t, s, 0, t0)
-	if i, _, _ := s.PickAlternate(t0, nil); i != 1 {
+	if i, _, _ := s.Pick(t0, Attempt{Role: Hedge, Exclude: nil}); i != 1 {
 		t.Errorf("PickAlternate = %d, want 1", i)
 	}
 	// Ties (no samples anywhere) go to fewer in flight, then the lower index.
 	s = mustNew(t, 3, Config{})
 	pickAt(t, s, 0, t0)
-	if i, _, _ := s.PickAlternate(t0, nil); i != 1 {
+	if i, _, _ := s.Pick(t0, Attempt{Role: Hedge, Exclude: nil}); i != 1 {
 		t.Errorf("tie: PickAlternate = %d, want 1", i)
 	}
 }
@@ -240,14 +240,14 @@ func TestPickAlternateWeighsInFlight(t *testing.T) {
 func TestPickAlternateSkipsUnavailable(t *testing.T) {
 	s := mustNew(t, 3, Config{FailureThreshold: 1})
 	trip(t, s, 1, t0)
-	if i, _, ok := s.PickAlternate(t0, []int{0}); !ok || i != 2 {
+	if i, _, ok := s.Pick(t0, Attempt{Role: Hedge, Exclude: []int{0}}); !ok || i != 2 {
 		t.Errorf("PickAlternate = %d, %v; want 2", i, ok)
 	}
-	if i, _, ok := s.PickAlternate(t0, []int{0, 2}); ok {
+	if i, _, ok := s.Pick(t0, Attempt{Role: Hedge, Exclude: []int{0, 2}}); ok {
 		t.Errorf("PickAlternate = %d, want none", i)
 	}
 	// Out-of-range indexes in exclude are harmless.
-	if i, _, ok := s.PickAlternate(t0, []int{-1, 7, 0}); !ok || i != 2 {
+	if i, _, ok := s.Pick(t0, Attempt{Role: Hedge, Exclude: []int{-1, 7, 0}}); !ok || i != 2 {
 		t.Errorf("PickAlternate = %d, %v; want 2", i, ok)
 	}
 }

@@ -488,20 +488,8 @@ func ratioOf(p50, peers float64) float64 {
 	return p50 / peers
 }
 
-// PickShadow returns a ticket for a shadow request, if one is due at now:
-// a duplicate of a request already answered, sent to a replica on
-// probation only to measure it, its answer read and discarded. Each
-// replica on probation is due one at most every 1/ShadowRate; the first
-// that is due (and whose breaker admits a request: a shadow may be its
-// half-open probe) is taken. The caller sends the shadow, off the client's
-// path, and gives the ticket back with Done like any other: its latency is
-// what brings the replica back from probation, its failure moves the
-// breaker. A shadow whose replica turned out unavailable is not retried
-// before its next turn.
-//
-// ok is false, and i is -1, when no shadow is due; with no replica on
-// probation that costs one atomic load. PickShadow does not allocate.
-func (s *Set) PickShadow(now time.Time) (i int, t Ticket, ok bool) {
+// pickShadow is Pick for a Shadow.
+func (s *Set) pickShadow(now time.Time) (i int, t Ticket, ok bool) {
 	if s.lin.onProbation.Load() == 0 {
 		return -1, Ticket{}, false
 	}

@@ -43,7 +43,7 @@ func (c *cluster) tick() {
 		}
 		s.Done(tk, c.outcome, c.now.Add(c.lat(i, c.now)))
 	}
-	if i, tk, ok := s.PickShadow(c.now); ok {
+	if i, tk, ok := s.Pick(c.now, Attempt{Role: Shadow}); ok {
 		if !tk.Shadow() || tk.Replica() != i || !s.reps[i].probation.Load() {
 			c.t.Fatalf("shadow ticket %+v for replica %d, not on probation", tk, i)
 		}
@@ -192,17 +192,17 @@ func TestProbationGetsNoPrimariesNorHedges(t *testing.T) {
 	c := onProbation(t, Config{FailureThreshold: 1}, 50*time.Millisecond)
 	s, now := c.s, c.now
 	for range 1000 {
-		i, tk, ok := s.PickPrimary(now)
+		i, tk, ok := s.Pick(now, Attempt{})
 		if !ok || i == 2 {
 			t.Fatalf("PickPrimary = %d, %v with replica 2 on probation", i, ok)
 		}
 		s.Done(tk, Canceled, now)
 	}
-	if i, _, ok := s.PickAlternate(now, []int{0, 1}); ok {
+	if i, _, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: []int{0, 1}}); ok {
 		t.Errorf("PickAlternate excluding the others = %d: a hedge went to a replica on probation", i)
 	}
 	for _, ex := range [][]int{nil, {0}, {1}} {
-		if i, tk, ok := s.PickAlternate(now, ex); !ok || i == 2 {
+		if i, tk, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: ex}); !ok || i == 2 {
 			t.Errorf("PickAlternate(%v) = %d, %v", ex, i, ok)
 		} else {
 			s.Done(tk, Canceled, now)
@@ -210,12 +210,12 @@ func TestProbationGetsNoPrimariesNorHedges(t *testing.T) {
 	}
 	// A retry after a failure takes it when nothing else is left: a slow
 	// answer beats an error.
-	i, tk, ok := s.PickRetry(now, []int{0, 1})
+	i, tk, ok := s.Pick(now, Attempt{Role: Retry, Exclude: []int{0, 1}})
 	if !ok || i != 2 {
 		t.Fatalf("PickRetry excluding the others = %d, %v", i, ok)
 	}
 	s.Done(tk, Canceled, now)
-	if i, tk, ok := s.PickRetry(now, []int{0}); !ok || i != 1 {
+	if i, tk, ok := s.Pick(now, Attempt{Role: Retry, Exclude: []int{0}}); !ok || i != 1 {
 		t.Errorf("PickRetry(0) = %d, %v; want the serving replica 1", i, ok)
 	} else {
 		s.Done(tk, Canceled, now)
@@ -226,7 +226,7 @@ func TestProbationGetsNoPrimariesNorHedges(t *testing.T) {
 	trip(t, s, 0, now)
 	trip(t, s, 1, now)
 	for range 10 {
-		i, tk, ok := s.PickPrimary(now)
+		i, tk, ok := s.Pick(now, Attempt{})
 		if !ok || i != 2 {
 			t.Fatalf("PickPrimary with only replica 2 available = %d, %v", i, ok)
 		}
@@ -235,7 +235,7 @@ func TestProbationGetsNoPrimariesNorHedges(t *testing.T) {
 	// Replica 0's breaker waits for a probe: PickPrimary takes it (it is
 	// serving) before falling back.
 	later := now.Add(time.Minute)
-	if i, tk, ok := s.PickPrimary(later); !ok || i != 0 || !tk.Probe() {
+	if i, tk, ok := s.Pick(later, Attempt{}); !ok || i != 0 || !tk.Probe() {
 		t.Errorf("PickPrimary after the cooldown = %d, %v, probe %v; want replica 0's probe", i, ok, tk.Probe())
 	}
 	if n := s.Available(later); n != 2 {
@@ -255,7 +255,7 @@ func TestShadowsAtTheConfiguredRate(t *testing.T) {
 	got := 0
 	now := c.now
 	for end := now.Add(2 * time.Second); now.Before(end); now = now.Add(time.Millisecond) {
-		if i, tk, ok := s.PickShadow(now); ok {
+		if i, tk, ok := s.Pick(now, Attempt{Role: Shadow}); ok {
 			if i != 2 || !tk.Shadow() || tk.Probe() {
 				t.Fatalf("PickShadow = %d, %+v", i, tk)
 			}
@@ -272,12 +272,12 @@ func TestShadowsAtTheConfiguredRate(t *testing.T) {
 	// Asked every 250ms: one each time, never two at once after a pause.
 	for range 8 {
 		now = now.Add(250 * time.Millisecond)
-		if _, tk, ok := s.PickShadow(now); !ok {
+		if _, tk, ok := s.Pick(now, Attempt{Role: Shadow}); !ok {
 			t.Fatal("no shadow due 250ms after the last")
 		} else {
 			s.Done(tk, Success, now.Add(50*time.Millisecond))
 		}
-		if _, _, ok := s.PickShadow(now); ok {
+		if _, _, ok := s.Pick(now, Attempt{Role: Shadow}); ok {
 			t.Fatal("two shadows at once")
 		}
 	}
@@ -287,7 +287,7 @@ func TestNoShadowsWithoutProbation(t *testing.T) {
 	for _, enabled := range []bool{false, true} {
 		s := mustNew(t, 3, Config{Probation: Probation{Enabled: enabled}})
 		for k := range 100 {
-			if i, _, ok := s.PickShadow(t0.Add(time.Duration(k) * time.Second)); ok {
+			if i, _, ok := s.Pick(t0.Add(time.Duration(k)*time.Second), Attempt{Role: Shadow}); ok {
 				t.Fatalf("enabled %v: a shadow for %d with nothing on probation", enabled, i)
 			}
 		}
@@ -331,14 +331,14 @@ func TestProbationExitsOnRecovery(t *testing.T) {
 	}
 	// It takes hedges again, and primaries: with its peers busy, its cost
 	// (a peak-EWMA still high from its slow days) is the lowest.
-	if i, tk, ok := c.s.PickAlternate(c.now, []int{0, 1}); !ok || i != 2 {
+	if i, tk, ok := c.s.Pick(c.now, Attempt{Role: Hedge, Exclude: []int{0, 1}}); !ok || i != 2 {
 		t.Errorf("PickAlternate excluding the others = %d, %v", i, ok)
 	} else {
 		c.s.Done(tk, Canceled, c.now)
 	}
 	var held []Ticket
 	for range 100 {
-		i, tk, _ := c.s.PickPrimary(c.now)
+		i, tk, _ := c.s.Pick(c.now, Attempt{})
 		if i == 2 {
 			break
 		}
@@ -548,7 +548,7 @@ func TestProbationComposesWithBreaker(t *testing.T) {
 	// open. No shadow is due while the breaker is open.
 	for k := 0; k < 2; k++ {
 		now = now.Add(time.Second)
-		_, tk, ok := s.PickShadow(now)
+		_, tk, ok := s.Pick(now, Attempt{Role: Shadow})
 		if !ok {
 			t.Fatalf("shadow %d not due", k)
 		}
@@ -559,7 +559,7 @@ func TestProbationComposesWithBreaker(t *testing.T) {
 		t.Fatalf("after failed shadows: breaker %v, probation %+v", st.Breaker, st.Probation)
 	}
 	for k := range 50 {
-		if _, _, ok := s.PickShadow(now.Add(time.Duration(k) * 10 * time.Millisecond)); ok {
+		if _, _, ok := s.Pick(now.Add(time.Duration(k)*10*time.Millisecond), Attempt{Role: Shadow}); ok {
 			t.Fatal("a shadow to an open breaker")
 		}
 	}
@@ -568,13 +568,13 @@ func TestProbationComposesWithBreaker(t *testing.T) {
 	// probation: probation is about latency.
 	now = now.Add(2 * time.Second)
 	for range 100 {
-		i, tk, _ := s.PickPrimary(now)
+		i, tk, _ := s.Pick(now, Attempt{})
 		if i == 2 {
 			t.Fatal("PickPrimary took the probe of a replica on probation")
 		}
 		s.Done(tk, Success, now.Add(5*time.Millisecond))
 	}
-	i, tk, ok := s.PickShadow(now)
+	i, tk, ok := s.Pick(now, Attempt{Role: Shadow})
 	if !ok || i != 2 || !tk.Probe() || !tk.Shadow() {
 		t.Fatalf("PickShadow after the cooldown = %d, %v, %+v; want replica 2's probe", i, ok, tk)
 	}
@@ -690,7 +690,7 @@ func TestConcurrentProbation(t *testing.T) {
 			others := [4][]int{{1, 2, 3}, {0, 2, 3}, {0, 1, 3}, {0, 1, 2}}
 			for k := range 5000 {
 				at := now()
-				i, tk, ok := s.PickPrimary(at)
+				i, tk, ok := s.Pick(at, Attempt{})
 				if !ok {
 					t.Error("no primary")
 					return
@@ -699,14 +699,14 @@ func TestConcurrentProbation(t *testing.T) {
 				queue = append(queue, pending{tk, at.Add(lat(i, at))})
 				// Retries that leave one replica in turn sample every
 				// replica, the one on probation included (the fallback).
-				if j, tk, ok := s.PickRetry(at, others[k%4]); ok {
+				if j, tk, ok := s.Pick(at, Attempt{Role: Retry, Exclude: others[k%4]}); ok {
 					if j != k%4 {
 						t.Errorf("PickRetry leaving only %d = %d", k%4, j)
 					}
 					tickets.Add(1)
 					queue = append(queue, pending{tk, at.Add(lat(j, at))})
 				}
-				if j, sh, ok := s.PickShadow(at); ok {
+				if j, sh, ok := s.Pick(at, Attempt{Role: Shadow}); ok {
 					tickets.Add(1)
 					shadows.Add(1)
 					queue = append(queue, pending{sh, at.Add(lat(j, at))})

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 // DefaultDelay is how long a Transport waits before sending the second copy:
@@ -21,10 +21,11 @@ type TransportConfig struct {
 
 	// Targets are the base URLs of at least two interchangeable servers
 	// running Server middleware ("http://10.0.0.1:8080", optionally with a
-	// path prefix), on different hosts or ports. Each request sends its
-	// first copy to the next target in turn and its second copy to the one
-	// after it; each copy names the other's server (its scheme and host,
-	// as the servers' Peers must list it) in PeerHeader.
+	// path prefix), on different hosts or ports. Copies are steered over a
+	// replica.Set of them in tied mode (replica.Route): the first copy to a
+	// server by latency and load, its twin, picked with it, to the fastest
+	// other; each copy names the other's server (its scheme and host, as
+	// the servers' Peers must list it) in PeerHeader.
 	Targets []string
 
 	// Delay is how long to wait for the first copy before sending the
@@ -74,14 +75,14 @@ type TransportConfig struct {
 // though: if the copy that started fails after its twin was dropped, the
 // failure is the answer (the last answer is returned when none is
 // acceptable, as hedge.Transport does). A request the engine would not send
-// twice (see SafeMethods) goes once, untied, to the first target. Receipts,
-// bounded bodies and loser cancellation are the engine's. Safe for
-// concurrent use.
+// twice (see SafeMethods) goes once, untied. Receipts, bounded bodies and
+// loser cancellation are the engine's; breakers and latency, the
+// replica.Set's. Safe for concurrent use.
 type Transport struct {
 	ht      *hedge.Transport
 	base    http.RoundTripper
+	set     *replica.Set
 	origins []string // per target: scheme://host, what PeerHeader carries
-	next    atomic.Uint64
 }
 
 // NewTransport validates cfg and returns a Transport.
@@ -117,24 +118,25 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := hedge.New(hedge.Policy{
-		Delay:          delay,
-		MaxAttempts:    2,
-		Budget:         budget,
-		Gate:           hedge.Gate{Disabled: true},
-		IgnoreDeadline: true,
-		Observer:       cfg.Observer,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
 	if t.base == nil {
 		t.base = hedge.NewBaseTransport()
 	}
+	if t.set, err = replica.New(cfg.Targets, replica.Config{}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	t.ht, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:         t.base,
-		Hedger:       h,
-		Targets:      cfg.Targets,
+		Base: t.base,
+		Policy: hedge.Policy{
+			Delay:          delay,
+			MaxAttempts:    2,
+			Budget:         budget,
+			Gate:           hedge.Gate{Disabled: true},
+			IgnoreDeadline: true,
+			Observer:       cfg.Observer,
+		},
+		// A fixed delay learns nothing: one class.
+		Class:        func(*http.Request) string { return "tied" },
+		Replicas:     t.set,
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Accept:       Accept(cfg.Accept),
 		SafeMethods:  cfg.SafeMethods,
@@ -148,11 +150,10 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	n := uint64(len(t.origins))
-	first := int((t.next.Add(1) - 1) % n)
-	p := &pair{targets: [2]int{first, (first + 1) % int(n)}}
-	p.peers = [2]string{t.origins[p.targets[1]], t.origins[p.targets[0]]}
-	resp, err := t.ht.RoundTripWith(req, p)
+	// A request the engine passes through goes once: untied.
+	p := &pair{route: t.set.Route(nil, t.ht.Hedges(req)), origins: t.origins}
+	resp, err := t.ht.RoundTripWith(req, nil, p)
+	p.route.Finish()
 	var refused *hedge.RefusedError
 	if !errors.As(err, &refused) {
 		return resp, err
@@ -180,43 +181,41 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// Hedger returns the engine's Hedger, for its Stats.
-func (t *Transport) Hedger() *hedge.Hedger { return t.ht.Hedger() }
+// Replicas returns the replica set the copies are steered over.
+func (t *Transport) Replicas() *replica.Set { return t.set }
 
-// pair is one tied request: its identity, the targets of its two copies and
-// what each copy names as its peer. It steers the engine
-// (hedge.RequestHooks) and stamps each copy with its tie headers.
+// pair is one tied request: its identity and its route, which picks the
+// twin with the primary. It steers the engine (hedge.Steering) and stamps
+// each copy with its tie headers.
 type pair struct {
-	id      string    // made as the first copy's target is picked
-	targets [2]int    // of the first and second copy
-	peers   [2]string // PeerHeader of the first and second copy
-	// tied[i]: copy i goes tied. Written by Pick, under the engine's lock,
-	// before the copy's request is built.
-	tied [2]bool
+	id      string // made as the first copy's target is picked
+	route   replica.Route
+	origins []string
 }
 
-// Pick implements hedge.RequestHooks.
-func (p *pair) Pick(a hedge.Attempt, used []int) (int, bool) {
-	if a.Index > 1 {
-		return 0, false
-	}
+// Pick implements hedge.Steering.
+func (p *pair) Pick(a hedge.Attempt, used []int) (int, error) {
 	if a.Index == 0 {
 		p.id = NewTie()
 	}
-	// A copy sent because the first failed has nothing to cancel.
-	p.tied[a.Index] = a.Trigger != hedge.TriggerFailure
-	return p.targets[a.Index], true
+	i, ok := p.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
+	if !ok {
+		return -1, hedge.ErrNoTarget
+	}
+	return i, nil
 }
 
-// Admit implements hedge.RequestHooks.
-func (p *pair) Admit(hedge.Attempt) bool { return true }
+// Done implements hedge.Steering.
+func (p *pair) Done(a hedge.Attempt, r hedge.Result) {
+	o, elapsed := r.ReplicaOutcome()
+	p.route.Done(a.Index, o, elapsed)
+}
 
-// Rewrite implements hedge.RequestHooks: a tied copy carries the tie and
-// its twin's server; any other request goes without tie headers, even if
-// the caller's had some (a request that is not tied must not cancel
-// anything).
+// Rewrite stamps a tied copy with the tie and its twin's server; any other
+// request goes without tie headers, even if the caller's had some (a
+// request that is not tied must not cancel anything).
 func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
-	tied := a.Index < 2 && p.tied[a.Index]
+	tied := p.route.Tied(a.Index)
 	if !tied && len(out.Header[TieHeader]) == 0 && len(out.Header[PeerHeader]) == 0 {
 		return
 	}
@@ -227,14 +226,15 @@ func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
 			out.Header = make(http.Header, 2)
 		}
 	}
-	if tied {
-		out.Header[TieHeader] = []string{p.id}
-		out.Header[PeerHeader] = []string{p.peers[a.Index]}
-	} else {
+	if !tied {
 		delete(out.Header, TieHeader)
 		delete(out.Header, PeerHeader)
+		return
 	}
+	peer := p.route.Replica(0) // the second copy names the primary's server
+	if a.Index == 0 {
+		peer, _ = p.route.Twin()
+	}
+	out.Header[TieHeader] = []string{p.id}
+	out.Header[PeerHeader] = []string{p.origins[peer]}
 }
-
-// Done implements hedge.RequestHooks.
-func (p *pair) Done(hedge.Attempt, *http.Response, error, time.Duration) {}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/memnet"
+	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -39,6 +40,9 @@ func (h *hedgeReceipt) get(t *testing.T) hedge.Receipt {
 	return h.rs[0]
 }
 
+// newTiedTransport returns a Transport over targets whose replica set
+// prefers them in the order given (see prefer): the first request's first
+// copy goes to targets[0], its twin to targets[1].
 func newTiedTransport(t *testing.T, base http.RoundTripper, rc *hedgeReceipt, targets ...string) *tied.Transport {
 	t.Helper()
 	cfg := tied.TransportConfig{Base: base, Targets: targets}
@@ -49,7 +53,29 @@ func newTiedTransport(t *testing.T, base http.RoundTripper, rc *hedgeReceipt, ta
 	if err != nil {
 		t.Fatal(err)
 	}
+	prefer(t, tr.Replicas())
 	return tr
+}
+
+// prefer gives replica k of s a latency of k ms (none for replica 0), so
+// that picks prefer them in index order: the primary the first, a hedge
+// (or a tied twin) the cheapest other.
+func prefer(t *testing.T, s *replica.Set) {
+	t.Helper()
+	now := time.Now()
+	for k := 1; k < s.Len(); k++ {
+		var others []int
+		for j := range s.Len() {
+			if j != k {
+				others = append(others, j)
+			}
+		}
+		i, tk, ok := s.Pick(now, replica.Attempt{Role: replica.Hedge, Exclude: others})
+		if !ok || i != k {
+			t.Fatalf("pick of replica %d: %d, %v", k, i, ok)
+		}
+		s.Done(tk, replica.Success, now.Add(time.Duration(k)*time.Millisecond))
+	}
 }
 
 func roundTrip(t *testing.T, rt http.RoundTripper, url string) (*http.Response, string) {
@@ -159,7 +185,8 @@ func TestTransportFirstAcceptableWins(t *testing.T) {
 		if r := rc.get(t); r.WinnerTarget != 1 || r.CancellationsObserved != 1 {
 			t.Errorf("receipt %+v", r)
 		}
-		// A second request gets a new tie, and the pair turns round.
+		// A second request gets a new tie, and its first copy goes to the
+		// replica that answered faster: b.
 		roundTrip(t, tr, "http://x/path")
 		net.Wait()
 		if ha, hb := a.requests(), b.requests(); len(ha) != 2 || len(hb) != 2 ||
@@ -187,6 +214,7 @@ func TestTransportDroppedIsNotWinner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		prefer(t, tr.Replicas()) // the first copy to a, which drops it
 		start := time.Now()
 		resp, _ := roundTrip(t, tr, "http://x/")
 		if tied.Dropped(resp) || time.Since(start) != 21*time.Millisecond {
@@ -196,8 +224,9 @@ func TestTransportDroppedIsNotWinner(t *testing.T) {
 	})
 }
 
-// Every target pairs with the next one in turn.
-func TestTransportRotatesPairs(t *testing.T) {
+// Every copy goes tied to a server other than its twin's, and names its
+// twin's server.
+func TestTransportCopiesNameEachOther(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var net memnet.Transport
 		srv := map[string]*plain{}
@@ -205,22 +234,29 @@ func TestTransportRotatesPairs(t *testing.T) {
 			srv[n] = &plain{lat: 5 * time.Millisecond}
 			net.Handle(n, srv[n])
 		}
-		tr := newTiedTransport(t, &net, nil, "http://a", "http://b", "http://c")
-		for range 3 {
+		tr := newTiedTransport(t, &net, nil, "http://c", "http://b", "http://a")
+		for range 6 {
 			roundTrip(t, tr, "http://x/")
 		}
 		net.Wait()
-		for n, peers := range map[string][]string{
-			"a": {"http://b", "http://c"}, // first copy, then second copy of c's pair
-			"b": {"http://a", "http://c"},
-			"c": {"http://b", "http://a"},
-		} {
-			var got []string
-			for _, h := range srv[n].requests() {
-				got = append(got, h.Get(tied.PeerHeader))
+		ties := map[string][]string{} // tie -> "server<-peer" of each copy
+		for n, p := range srv {
+			for _, h := range p.requests() {
+				ties[h.Get(tied.TieHeader)] = append(ties[h.Get(tied.TieHeader)], "http://"+n+"<-"+h.Get(tied.PeerHeader))
 			}
-			if !slices.Equal(got, peers) {
-				t.Errorf("%s saw peers %v, want %v", n, got, peers)
+		}
+		if len(ties) != 6 {
+			t.Fatalf("%d ties for 6 requests", len(ties))
+		}
+		for tie, copies := range ties {
+			if len(copies) != 2 {
+				t.Errorf("tie %s: copies %v", tie, copies)
+				continue
+			}
+			s0, p0, _ := strings.Cut(copies[0], "<-")
+			s1, p1, _ := strings.Cut(copies[1], "<-")
+			if s0 == s1 || p0 != s1 || p1 != s0 {
+				t.Errorf("tie %s: copies %v do not name each other", tie, copies)
 			}
 		}
 	})

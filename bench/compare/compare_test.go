@@ -28,13 +28,8 @@ func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func tailgate(b *testing.B, base http.RoundTripper, targets []string) http.RoundTripper {
 	budget, _ := hedge.NewBudget(1, 1e6)
-	h, err := hedge.New(hedge.Policy{Delay: time.Second, Budget: budget, Gate: hedge.Gate{Disabled: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// InlinePrimary: the in-memory base returns at once, as net/http does
-	// on cancellation (with an *http.Transport base it is the default).
-	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Hedger: h, Targets: targets, InlinePrimary: true})
+	p := hedge.Policy{Delay: time.Second, Budget: budget, Gate: hedge.Gate{Disabled: true}}
+	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Policy: p, Targets: targets})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,6 +74,14 @@ func BenchmarkInMemory(b *testing.B) {
 		b.Run(cc.name+"/bare", func(b *testing.B) { roundTrips(b, canned{}, "http://a/x", ctx) })
 		b.Run(cc.name+"/tailgate", func(b *testing.B) { roundTrips(b, tailgate(b, canned{}, nil), "http://a/x", ctx) })
 		b.Run(cc.name+"/hedgedhttp", func(b *testing.B) { roundTrips(b, hedged(b, canned{}), "http://a/x", ctx) })
+		// The README's example: two replicas, the Transport's defaults.
+		b.Run(cc.name+"/tailgate-targets", func(b *testing.B) {
+			t, err := hedge.NewTransport(hedge.TransportConfig{Base: canned{}, Targets: []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			roundTrips(b, t, "http://a/x", ctx)
+		})
 		cancel()
 	}
 }

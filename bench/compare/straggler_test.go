@@ -134,11 +134,7 @@ func BenchmarkStraggler(b *testing.B) {
 	}{
 		{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"tailgate", func(base http.RoundTripper) http.RoundTripper {
-			h, err := hedge.New(hedge.Policy{Delay: stragglerDelay, Observer: &gated})
-			if err != nil {
-				b.Fatal(err)
-			}
-			t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Hedger: h})
+			t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Policy: hedge.Policy{Delay: stragglerDelay, Observer: &gated}})
 			if err != nil {
 				b.Fatal(err)
 			}

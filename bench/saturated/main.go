@@ -125,7 +125,10 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 			done = append(done, o) // the reads the end of the run did not cut off
 		}
 	}
-	gate := g.Hedger().Stats().Gate.String()
+	var gate string
+	for _, c := range g.Classes().List() { // one class: every read is GET /item
+		gate = c.Hedger.Stats().Gate.String()
+	}
 	for _, f := range fs {
 		if err := f.Settle(context.Background()); err != nil {
 			return nil, err

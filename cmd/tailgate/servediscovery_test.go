@@ -360,8 +360,8 @@ func TestServeDiscoveryHostsAndReload(t *testing.T) {
 	s.rewrite(t, conf("b.test", "30ms"))
 	s.hup <- syscall.SIGHUP
 	s.waitLog(t, `msg="configuration reloaded" trigger=SIGHUP file=\S+ changed=hedge-delay\n`)
-	if !want(url(1), url(2), static.srv[0].URL)() || s.g.Hedger().Policy().Delay != 30*time.Millisecond {
-		t.Errorf("after reloading the delay: %v, delay %v", s.g.Replicas().Snapshot(time.Now()), s.g.Hedger().Policy().Delay)
+	if !want(url(1), url(2), static.srv[0].URL)() || s.g.Classes().Policy().Delay != 30*time.Millisecond {
+		t.Errorf("after reloading the delay: %v, delay %v", s.g.Replicas().Snapshot(time.Now()), s.g.Classes().Policy().Delay)
 	}
 
 	// A reload whose only backend resolves to nothing is refused.

@@ -218,14 +218,14 @@ func TestReloadCommandLineWinsAndRestartSettingsKept(t *testing.T) {
 	rs := newReplicas(t, 1)
 	one := "backends: [" + rs.url(0) + "]\n"
 	s := startServed(t, loopback+one+"hedge-delay: 10ms\n", "-hedge-delay", "30ms")
-	if d := s.g.Hedger().Policy().Delay; d != 30*time.Millisecond {
+	if d := s.g.Classes().Policy().Delay; d != 30*time.Millisecond {
 		t.Fatalf("delay at start %v, want the command line's 30ms", d)
 	}
 	s.rewrite(t, "listen: 127.0.0.1:1\nadmin: 127.0.0.1:0\nlog-format: json\n"+one+"hedge-delay: 20ms\nmax-requests: 9\n")
 	if err := s.r.reload("test"); err != nil {
 		t.Fatal(err)
 	}
-	if d, in := s.g.Hedger().Policy().Delay, s.g.Debug(time.Now()).InFlight; d != 30*time.Millisecond || in.MaxRequests != 9 {
+	if d, in := s.g.Classes().Policy().Delay, s.g.Debug(time.Now()).InFlight; d != 30*time.Millisecond || in.MaxRequests != 9 {
 		t.Errorf("after the reload: delay %v, max requests %d; want the command line's 30ms and the file's 9", d, in.MaxRequests)
 	}
 	s.waitLog(t, `level=WARN msg="this setting needs a restart to change; its running value is kept" trigger=test flag=listen running=127.0.0.1:0 new=127.0.0.1:1`)

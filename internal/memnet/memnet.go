@@ -53,9 +53,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// What a server would see: a request of its own, parsed from the
+	// bytes the client wrote (so that it never reads the client's after
+	// the client has moved on), its Host from the URL unless set.
+	req = req.Clone(ctx)
 	if req.Host == "" {
-		// What a server would see: the Host header comes from the URL.
-		req = req.Clone(ctx)
 		req.Host = req.URL.Host
 	}
 	rec := httptest.NewRecorder()

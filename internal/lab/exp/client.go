@@ -102,3 +102,51 @@ func AwaitReceipts(ctx context.Context, got *atomic.Int64, want int) int {
 	}
 	return max(want-int(got.Load()), 0)
 }
+
+// Rotating returns t with its primaries spread round-robin over its
+// targets, each hedge to the next target: the lab's experiments fix where
+// each read goes, so that a straggler shape ("5% of reads take 40ms on
+// their primary") means the same in every condition they compare, rather
+// than depending on what the latency-aware default steering learns. One
+// class of read ("lab"): the experiments' reads are alike.
+func Rotating(t *hedge.Transport) http.RoundTripper { return steered(t, true) }
+
+// InOrder returns t with every primary to its first target and each hedge
+// to the next: an experiment that compares a primary and its alternate as
+// configured. One class of read, as Rotating.
+func InOrder(t *hedge.Transport) http.RoundTripper { return steered(t, false) }
+
+func steered(t *hedge.Transport, rotate bool) http.RoundTripper {
+	if t.Replicas() == nil {
+		return t // no targets: every attempt goes to the request's URL
+	}
+	return &rotating{t: t, h: t.Classes().Hedger("lab"), n: t.Replicas().Len(), rotate: rotate}
+}
+
+type rotating struct {
+	t      *hedge.Transport
+	h      *hedge.Hedger
+	n      int
+	rotate bool
+	next   atomic.Uint64
+}
+
+// RoundTrip implements http.RoundTripper, as hedge.Transport's does.
+func (r *rotating) RoundTrip(req *http.Request) (*http.Response, error) {
+	first := 0
+	if r.rotate {
+		first = int(r.next.Add(1)-1) % r.n
+	}
+	resp, err := r.t.RoundTripWith(req, r.h, rotation{first: first, n: r.n})
+	var refused *hedge.RefusedError
+	if errors.As(err, &refused) {
+		return refused.Response, nil
+	}
+	return resp, err
+}
+
+// rotation steers attempt i of a read to target (first+i) mod n.
+type rotation struct{ first, n int }
+
+func (s rotation) Pick(a hedge.Attempt, _ []int) (int, error) { return (s.first + a.Index) % s.n, nil }
+func (rotation) Done(hedge.Attempt, hedge.Result)             {}

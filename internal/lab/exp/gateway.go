@@ -75,11 +75,21 @@ func GatewayClient(timeout time.Duration) *http.Client {
 }
 
 // HedgeDelay names g's hedge delay as reports give it: a duration, or
-// "adaptive p95" and the like.
+// "adaptive p90" and the like.
 func HedgeDelay(g *gateway.Gateway) string {
-	p := g.Hedger().Policy()
+	return PolicyDelay(g.Classes().Policy())
+}
+
+// PolicyDelay names p's hedge delay as reports give it: a duration, or
+// "adaptive p90" and the like (the quantile that follows the budget, when
+// p leaves it zero).
+func PolicyDelay(p hedge.Policy) string {
 	if p.Delay > 0 {
 		return p.Delay.String()
 	}
-	return "adaptive p" + strconv.FormatFloat(100*p.Adaptive.Quantile, 'g', -1, 64)
+	q := p.Adaptive.Quantile
+	if q == 0 {
+		q = min(max(1-p.Budget.Fraction(), 0.5), 0.999)
+	}
+	return "adaptive p" + strconv.FormatFloat(100*q, 'g', 4, 64)
 }

@@ -148,13 +148,14 @@ func runSide(ctx context.Context, cfg Config, base http.RoundTripper, fixtures [
 		// name the endpoints).
 		targets = nil
 	}
-	client, err := hedge.NewClient(hedge.ClientConfig{
-		Client: &http.Client{Transport: endpointRouter{base: base, endpoints: endpoints}},
+	client, err := hedge.NewClient(hedge.TransportConfig{
+		Base:   endpointRouter{base: base, endpoints: endpoints},
 		Policy: p, Targets: targets, Accept: exp.AcceptValue,
 	})
 	if err != nil {
 		return Side{}, nil, nil, exp.Work{}, err
 	}
+	client.Transport = exp.InOrder(client.Transport.(*hedge.Transport)) // the primary as configured
 	// The read's URL is the primary's as configured, so that errors name it.
 	primary := endpoints[0].url.String()
 	receipts := make([]hedge.Receipt, cfg.Samples)

@@ -104,9 +104,8 @@ func newOverloadClient(cfg Config, c condition, base http.RoundTripper, targets 
 	}
 	oc := &overloadClient{}
 	var err error
-	oc.client, err = hedge.NewClient(hedge.ClientConfig{
-		Client: &http.Client{Transport: base}, Policy: p, Targets: targets, RotatePrimary: true,
-		Accept: exp.AcceptValue, Timeout: cfg.Timeout + time.Second,
+	oc.client, err = hedge.NewClient(hedge.TransportConfig{
+		Base: base, Policy: p, Targets: targets, Accept: exp.AcceptValue,
 		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
 			oc.launched.Add(int64(r.AttemptsLaunched))
 			oc.receipts.Add(1)
@@ -116,8 +115,11 @@ func newOverloadClient(cfg Config, c condition, base http.RoundTripper, targets 
 	if err != nil {
 		return nil, err
 	}
+	t := oc.client.Transport.(*hedge.Transport)
+	oc.client.Transport = exp.Rotating(t)
+	oc.client.Timeout = cfg.Timeout + time.Second
 	if c == hedgingBounded {
-		oc.hedger = oc.client.Transport.(*hedge.Transport).Hedger()
+		oc.hedger = t.Classes().Hedger("lab")
 	}
 	return oc, nil
 }

@@ -174,7 +174,7 @@ func (cfg Config) setup() (runSetup, error) {
 		return runSetup{}, err
 	}
 	defer g.Close()
-	p := g.Hedger().Policy()
+	p := g.Classes().Policy()
 	s.HedgeDelay = exp.HedgeDelay(g)
 	s.MaxAttempts = p.MaxAttempts
 	s.TimeoutMs = load.Ms(gateway.DefaultTimeout)

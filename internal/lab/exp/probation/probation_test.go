@@ -31,7 +31,7 @@ func TestProbationConfigDefaults(t *testing.T) {
 	}
 	// The probation settings are the gateway's, defaults filled in.
 	want := settings{Factor: 3, ExitFactor: 2, WindowMs: 5000, MinSamples: 5, MaxShare: 0.1, MaxOnProbation: 1, ShadowRate: 1}
-	if s.Probation != want || s.HedgeDelay != "adaptive p95" || s.MaxAttempts != 2 || s.TimeoutMs != 10000 {
+	if s.Probation != want || s.HedgeDelay != "adaptive p90" || s.MaxAttempts != 2 || s.TimeoutMs != 10000 {
 		t.Errorf("gateway settings: %+v, %s, %d, %v", s.Probation, s.HedgeDelay, s.MaxAttempts, s.TimeoutMs)
 	}
 	// The number of reads is the arrivals of the seed within the run.

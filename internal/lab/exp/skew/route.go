@@ -134,22 +134,18 @@ func (r *router) pick(rd *read, a hedge.Attempt, used []int) (int, bool) {
 		t  replica.Ticket
 		ok bool
 	)
-	if a.Index == 0 {
-		if rd.first != nil {
-			i, t, ok = r.set.PickPrimaryAmong(now, rd.first)
-		}
-		if !ok {
-			i, t, ok = r.set.PickPrimary(now)
-			r.fellBack(rd)
-		}
-	} else {
-		if rd.alternates != nil {
-			i, t, ok = r.set.PickAlternateAmong(now, rd.alternates, used)
-		}
-		if !ok {
-			i, t, ok = r.set.PickAlternate(now, used)
-			r.fellBack(rd)
-		}
+	want, among := replica.Attempt{Role: replica.Primary}, rd.first
+	if a.Index > 0 {
+		want, among = replica.Attempt{Role: replica.Hedge, Exclude: used}, rd.alternates
+	}
+	if among != nil {
+		want.Among = among
+		i, t, ok = r.set.Pick(now, want)
+		want.Among = nil
+	}
+	if !ok {
+		i, t, ok = r.set.Pick(now, want)
+		r.fellBack(rd)
 	}
 	if !ok {
 		return 0, false
@@ -182,7 +178,7 @@ func (r *router) do(ctx context.Context, rd *read) (int, error) {
 	return hedge.Do(ctx, r.hedger, hedge.Op[int]{
 		Targets:   r.names,
 		OnReceipt: onReceipt,
-		Pick:      func(a hedge.Attempt, used []int) (int, bool) { return r.pick(rd, a, used) },
+		Steering:  steer{r, rd},
 		Call: func(ctx context.Context, a hedge.Attempt) (int, error) {
 			err := exp.Read(ctx, r.client, r.urls[a.Target]+query)
 			o := replica.Success
@@ -210,3 +206,21 @@ func (r *router) record(rd *read, winner int, arrived time.Time) {
 	}
 	r.table.RecordAt(rd.key, name, arrived)
 }
+
+// steer is the engine's Steering of one read: the router's own placement
+// (a key's replica, then its successor), which the gateway's
+// replica.Route does not offer, for it is what the experiment compares.
+type steer struct {
+	r  *router
+	rd *read
+}
+
+func (s steer) Pick(a hedge.Attempt, used []int) (int, error) {
+	if i, ok := s.r.pick(s.rd, a, used); ok {
+		return i, nil
+	}
+	return -1, hedge.ErrNoTarget
+}
+
+// Done: Call gives the ticket back itself, with the answer it read.
+func (steer) Done(hedge.Attempt, hedge.Result) {}

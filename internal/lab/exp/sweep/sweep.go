@@ -77,8 +77,8 @@ func runPoint(ctx context.Context, cfg Config, n int, base http.RoundTripper, ta
 	// many it launched. The fixtures count what reached them; the two are
 	// reconciled in Work.
 	var launched, receipts atomic.Int64
-	client, err := hedge.NewClient(hedge.ClientConfig{
-		Client: &http.Client{Transport: base}, Policy: p, Targets: targets, RotatePrimary: true, Accept: exp.AcceptValue,
+	client, err := hedge.NewClient(hedge.TransportConfig{
+		Base: base, Policy: p, Targets: targets, Accept: exp.AcceptValue,
 		OnReceipt: func(_ *http.Request, r hedge.Receipt) {
 			launched.Add(int64(r.AttemptsLaunched))
 			receipts.Add(1)
@@ -87,6 +87,7 @@ func runPoint(ctx context.Context, cfg Config, n int, base http.RoundTripper, ta
 	if err != nil {
 		return Point{}, err
 	}
+	client.Transport = exp.Rotating(client.Transport.(*hedge.Transport))
 	before := fixture.Sum(fixtures)
 	start := time.Now()
 	outs := load.Generate(ctx, load.Config{Requests: cfg.Requests, Rate: cfg.Rate, Seed: cfg.Seed + uint64(n)}, func(ctx context.Context, i int) error {

@@ -108,12 +108,12 @@ func runOne(ctx context.Context, cfg Config, setup runSetup, cluster, policy str
 			}
 			p = hedge.Policy{Delay: cfg.HedgeDelay, MaxAttempts: 2, Budget: budget, Gate: hedge.Gate{Disabled: true}, IgnoreDeadline: true}
 		}
-		h, herr := hedge.New(p)
-		if herr != nil {
-			return Result{}, herr
-		}
-		rt, err = hedge.NewTransport(hedge.TransportConfig{Base: base, Hedger: h, Targets: cl.urls, RotatePrimary: true,
+		var ht *hedge.Transport
+		ht, err = hedge.NewTransport(hedge.TransportConfig{Base: base, Policy: p, Targets: cl.urls,
 			Accept: exp.AcceptValue, OnReceipt: onReceipt})
+		if err == nil {
+			rt = exp.Rotating(ht)
+		}
 	}
 	if err != nil {
 		return Result{}, err
