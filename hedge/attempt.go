@@ -82,3 +82,14 @@ func (x *attemptCtx) Value(key any) any {
 }
 
 func (x *attemptCtx) String() string { return "hedge.attemptCtx" }
+
+// AfterFunc lets a context derived from the attempt's register with its
+// operation's own context (see opCtx) rather than start a goroutine to
+// watch it. Over a context of the context package's, the package finds
+// that context (through Value) and never asks.
+func (x *attemptCtx) AfterFunc(f func()) (stop func() bool) {
+	if a, ok := x.Context.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(x.Context, f)
+}

@@ -48,7 +48,16 @@ type Classes struct {
 	byKey  atomic.Pointer[map[uint64]*Hedger]
 	other  atomic.Pointer[Hedger]
 	over   atomic.Uint64
+	swept  time.Time // when forgetIdle last ran, at most every sweepEvery
 }
+
+// sweepEvery spaces the looks for idle classes that a full set makes, and
+// maxKeys bounds the request keys remembered (those of OtherClass
+// included, so that a flood of new classes is sent there without a lock).
+const (
+	sweepEvery = time.Second
+	maxKeys    = 4 * MaxClasses
+)
 
 // NewClasses returns an empty set of classes under p: each class's Hedger
 // is New(p), all sharing p.Budget (a new Budget with the defaults when nil).
@@ -100,11 +109,18 @@ func (c *Classes) add(class string, key uint64, byKey bool) *Hedger {
 	defer c.mu.Unlock()
 	names := *c.byName.Load()
 	h := names[class]
-	if h == nil {
-		if len(names) >= MaxClasses && !c.forgetIdle(time.Now()) {
-			c.over.Add(1)
-			return c.otherLocked()
+	if h == nil && len(names) >= MaxClasses {
+		if now := time.Now(); now.Sub(c.swept) >= sweepEvery {
+			c.swept = now
+			c.forgetIdle(now)
+			names = *c.byName.Load()
 		}
+		if len(names) >= MaxClasses {
+			c.over.Add(1)
+			h = c.otherLocked()
+		}
+	}
+	if h == nil {
 		h = c.newHedger(class)
 		next := make(map[string]*Hedger, len(names)+1)
 		for k, v := range names {
@@ -113,8 +129,7 @@ func (c *Classes) add(class string, key uint64, byKey bool) *Hedger {
 		next[class] = h
 		c.byName.Store(&next)
 	}
-	if byKey {
-		keys := *c.byKey.Load()
+	if keys := *c.byKey.Load(); byKey && len(keys) < maxKeys {
 		next := make(map[uint64]*Hedger, len(keys)+1)
 		for k, v := range keys {
 			next[k] = v
@@ -133,6 +148,7 @@ func (c *Classes) newHedger(class string) *Hedger {
 		panic("hedge: a checked policy was refused: " + err.Error()) // unreachable
 	}
 	h.class = class
+	h.touch(time.Now()) // new: not idle
 	return h
 }
 
@@ -147,8 +163,9 @@ func (c *Classes) otherLocked() *Hedger {
 }
 
 // forgetIdle forgets the classes without an operation for ClassIdle, and
-// reports whether it forgot any. Called with c.mu held.
-func (c *Classes) forgetIdle(now time.Time) bool {
+// the request keys sent to OtherClass (so that they may have a class of
+// their own now). Called with c.mu held.
+func (c *Classes) forgetIdle(now time.Time) {
 	cut := now.Add(-ClassIdle).Unix()
 	names := *c.byName.Load()
 	next := make(map[string]*Hedger, len(names))
@@ -157,19 +174,15 @@ func (c *Classes) forgetIdle(now time.Time) bool {
 			next[k] = h
 		}
 	}
-	if len(next) == len(names) {
-		return false
-	}
 	keys := *c.byKey.Load()
 	nextKeys := make(map[uint64]*Hedger, len(keys))
 	for k, h := range keys {
-		if h.lastUsed.Load() >= cut {
+		if h.lastUsed.Load() >= cut && h.class != OtherClass {
 			nextKeys[k] = h
 		}
 	}
 	c.byName.Store(&next)
 	c.byKey.Store(&nextKeys)
-	return true
 }
 
 // Overflowed counts the lookups that found no room for their class and
@@ -243,9 +256,7 @@ func DefaultClass(r *http.Request) string {
 	b.Grow(len(r.Method) + 1 + len(path))
 	b.WriteString(r.Method)
 	b.WriteByte(' ')
-	if path == "" {
-		b.WriteByte('/')
-	}
+	n := 0
 	for seg := range segments(path) {
 		b.WriteByte('/')
 		if IsIdentifier(seg) {
@@ -253,8 +264,9 @@ func DefaultClass(r *http.Request) string {
 		} else {
 			b.WriteString(seg)
 		}
+		n++
 	}
-	if strings.HasSuffix(path, "/") && path != "/" {
+	if n == 0 || strings.HasSuffix(path, "/") {
 		b.WriteByte('/')
 	}
 	return b.String()
@@ -302,6 +314,7 @@ func classKey(method, path string) uint64 {
 	}
 	add(method)
 	add(" ")
+	n := 0
 	for seg := range segments(path) {
 		add("/")
 		if IsIdentifier(seg) {
@@ -309,8 +322,9 @@ func classKey(method, path string) uint64 {
 		} else {
 			add(seg)
 		}
+		n++
 	}
-	if strings.HasSuffix(path, "/") && path != "/" {
+	if n == 0 || strings.HasSuffix(path, "/") {
 		add("/")
 	}
 	return h

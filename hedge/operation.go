@@ -27,7 +27,8 @@ type operation[T any] struct {
 	first   int
 	parent  context.Context
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
-	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided
+	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
+	own     opCtx              // ctx, when parent is never cancelled and there is no Timeout
 	start   time.Time
 	delay   time.Duration
 	expect  time.Duration
@@ -68,14 +69,16 @@ const (
 	delivered
 )
 
-// attempt is one attempt's record: its context, its line in the receipt
-// and, once it has reported, its result.
+// attempt is one attempt's record: its context (which holds its Attempt
+// and start), what became of it, and, once it has reported, its result.
+// Its AttemptRecord is made only when a receipt is (see buildReceipt).
 type attempt[T any] struct {
-	ctx     attemptCtx
-	rec     AttemptRecord
-	v       T
-	err     error
-	verdict error
+	ctx      attemptCtx
+	fate     Fate
+	duration time.Duration // until it reported; zero if it never did
+	v        T
+	err      error
+	verdict  error // why its result was refused (nil: accepted)
 }
 
 // effects are what a change of an operation's state asks for once its lock
@@ -117,9 +120,13 @@ func (o *operation[T]) run() (T, error) {
 	o.s.gate.addOp(now)
 	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
-	if t := o.s.p.Timeout; t > 0 {
+	switch t := o.s.p.Timeout; {
+	case t > 0:
 		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
-	} else {
+	case o.parent.Done() == nil:
+		o.own.init(o.parent)
+		o.ctx = &o.own
+	default:
 		o.ctx, o.cancel = context.WithCancel(o.parent)
 	}
 
@@ -177,6 +184,12 @@ func (o *operation[T]) wait() {
 	}
 	o.wake = make(chan struct{}, 1)
 	o.mu.Unlock()
+	if o.cancel == nil {
+		// The operation's own context: only decide ends it, and decide
+		// wakes the caller.
+		<-o.wake
+		return
+	}
 	select {
 	case <-o.wake:
 	case <-o.ctx.Done():
@@ -203,7 +216,7 @@ func (o *operation[T]) pick(a Attempt) (int, error) {
 	}
 	used := o.used[:o.launched]
 	for i := range used {
-		used[i] = o.attempts[i].rec.Target
+		used[i] = o.attempts[i].ctx.a.Target
 	}
 	t, err := o.steer.Pick(a, used)
 	if err == nil && (t < 0 || t >= n) {
@@ -221,13 +234,6 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 		x = new(attempt[T])
 	}
 	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
-	x.rec = AttemptRecord{
-		Index:      a.Index,
-		Target:     a.Target,
-		TargetName: o.targetName(a.Target),
-		Trigger:    a.Trigger,
-		Start:      Millis(now.Sub(o.start)),
-	}
 	o.attempts[a.Index] = x
 	o.launched++
 	o.pending++
@@ -383,10 +389,10 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.after(&fx)
 		return
 	}
-	x.rec.Duration = Millis(elapsed)
+	x.duration = elapsed
 	x.v, x.err, x.verdict = v, err, verdict
 	if verdict == nil {
-		x.rec.Fate = FateWon
+		x.fate = FateWon
 		o.outcome, o.winner = OutcomeWon, i
 		o.tally.winnerLatency = end.Sub(o.start)
 		o.h.record(end, elapsed)
@@ -397,12 +403,11 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.after(&fx)
 		return
 	}
-	x.rec.Error = verdict.Error()
-	x.rec.Fate = FateRejected
+	x.fate = FateRejected
 	if err != nil {
-		x.rec.Fate = FateFailed
+		x.fate = FateFailed
 	}
-	o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: x.rec.Fate, Err: verdict})
+	o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: x.fate, Err: verdict})
 	o.keep(x, &fx)
 	// A failure is a reason to hedge at once.
 	if !o.tryHedge(TriggerFailure, end) && o.pending == 0 {
@@ -443,15 +448,15 @@ func (o *operation[T]) keep(x *attempt[T], fx *effects[T]) {
 func (o *operation[T]) late(x *attempt[T], v T, err error, elapsed time.Duration, fx *effects[T]) {
 	fate := FateUnobserved
 	if o.phase == decided {
-		x.rec.Duration = Millis(elapsed)
+		x.duration, x.err = elapsed, err
 		if err != nil {
-			x.rec.Fate, x.rec.Error = FateCanceled, err.Error()
+			x.fate = FateCanceled
 			o.tally.observed++
 		} else {
-			x.rec.Fate = FateLate
+			x.fate = FateLate
 			o.tally.late++
 		}
-		fate = x.rec.Fate
+		fate = x.fate
 		if o.pending == 0 {
 			o.phase = delivered
 			o.window.Stop()
@@ -498,7 +503,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		// elapsed time is a valid lower bound for the adaptive quantile,
 		// and leaving it out would hide exactly the tail hedging cut off.
 		x := o.attempts[i]
-		if x.rec.Fate == FateRunning && i != o.winner {
+		if x.fate == FateRunning && i != o.winner {
 			if elapsed := now.Sub(o.start) - x.ctx.start; elapsed >= o.delay {
 				o.h.record(now, elapsed)
 			}
@@ -527,8 +532,12 @@ func (o *operation[T]) after(fx *effects[T]) {
 	if fx.waitParent {
 		<-o.ctx.Done()
 	}
-	if fx.cancel && o.cancel != nil {
-		o.cancel()
+	if fx.cancel {
+		if o.cancel != nil {
+			o.cancel()
+		} else {
+			o.own.cancel()
+		}
 	}
 	for i := range fx.nfree {
 		o.fn.release(fx.free[i])
@@ -566,8 +575,8 @@ func (o *operation[T]) closeWindow() {
 	o.phase = delivered
 	o.tally.unobserved = uint8(o.pending)
 	for i := range o.launched {
-		if x := o.attempts[i]; x.rec.Fate == FateRunning {
-			x.rec.Fate = FateUnobserved
+		if x := o.attempts[i]; x.fate == FateRunning {
+			x.fate = FateUnobserved
 		}
 	}
 	o.mu.Unlock()

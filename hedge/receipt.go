@@ -329,7 +329,23 @@ func (o *operation[T]) buildReceipt() Receipt {
 		Attempts:               make([]AttemptRecord, o.launched),
 	}
 	for i := range o.launched {
-		r.Attempts[i] = o.attempts[i].rec
+		x := o.attempts[i]
+		a := x.ctx.a
+		r.Attempts[i] = AttemptRecord{
+			Index:      a.Index,
+			Target:     a.Target,
+			TargetName: o.targetName(a.Target),
+			Trigger:    a.Trigger,
+			Start:      Millis(x.ctx.start),
+			Duration:   Millis(x.duration),
+			Fate:       x.fate,
+		}
+		switch {
+		case x.fate == FateCanceled:
+			r.Attempts[i].Error = x.err.Error()
+		case x.verdict != nil:
+			r.Attempts[i].Error = x.verdict.Error()
+		}
 	}
 	for reason, n := range t.suppressed {
 		for range n {
@@ -337,7 +353,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		}
 	}
 	if o.outcome == OutcomeWon {
-		w := &o.attempts[o.winner].rec
+		w := &r.Attempts[o.winner]
 		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
 		r.WinnerLatency = Millis(t.winnerLatency)
 	}

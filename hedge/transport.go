@@ -467,11 +467,10 @@ func (r Result) ReplicaOutcome() (replica.Outcome, time.Duration) {
 	return replica.Failure, r.Elapsed
 }
 
-// primaryState is what the primary attempt hands out: its context (held
-// by net/http), its URL (in its request) and its body (in the response the
-// caller gets). Hedges allocate their own.
+// primaryState is what the primary attempt hands out: its URL (in its
+// request) and its body (in the response the caller gets). Hedges
+// allocate their own.
 type primaryState struct {
-	ctx  attemptCtx
 	url  url.URL
 	body bufferedBody
 }

@@ -2,7 +2,6 @@ package compare
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,10 +25,11 @@ func (canned) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
+// tailgate is the Transport with its defaults over base: the README's
+// example when targets are given, every attempt to the request's URL
+// when not.
 func tailgate(b *testing.B, base http.RoundTripper, targets []string) http.RoundTripper {
-	budget, _ := hedge.NewBudget(1, 1e6)
-	p := hedge.Policy{Delay: time.Second, Budget: budget, Gate: hedge.Gate{Disabled: true}}
-	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Policy: p, Targets: targets})
+	t, err := hedge.NewTransport(hedge.TransportConfig{Base: base, Targets: targets})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,14 +44,12 @@ func hedged(b *testing.B, base http.RoundTripper) http.RoundTripper {
 	return t
 }
 
-func roundTrips(b *testing.B, rt http.RoundTripper, url string, ctx context.Context) {
+// gets reads url through an http.Client over rt, as a user would.
+func gets(b *testing.B, rt http.RoundTripper, url string) {
 	b.ReportAllocs()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := &http.Client{Transport: rt}
 	for b.Loop() {
-		resp, err := rt.RoundTrip(req)
+		resp, err := client.Get(url)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,46 +58,32 @@ func roundTrips(b *testing.B, rt http.RoundTripper, url string, ctx context.Cont
 	}
 }
 
-// BenchmarkInMemory: no network, no hedge fires; the differences are the
-// cost of each hedging layer per request.
+// BenchmarkInMemory: an http.Client over an in-memory RoundTripper that
+// answers at once; no hedge fires. The differences from the plain client
+// are each hedging layer's cost per request: Tailgate with its defaults,
+// without Targets (every attempt to the request's URL) and with two
+// (latency-aware picks, breakers), and hedgedhttp.
 func BenchmarkInMemory(b *testing.B) {
-	for _, cc := range []struct {
-		name string
-		ctx  func() (context.Context, context.CancelFunc)
-	}{
-		{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
-		{"cancellable", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
-	} {
-		ctx, cancel := cc.ctx()
-		b.Run(cc.name+"/bare", func(b *testing.B) { roundTrips(b, canned{}, "http://a/x", ctx) })
-		b.Run(cc.name+"/tailgate", func(b *testing.B) { roundTrips(b, tailgate(b, canned{}, nil), "http://a/x", ctx) })
-		b.Run(cc.name+"/hedgedhttp", func(b *testing.B) { roundTrips(b, hedged(b, canned{}), "http://a/x", ctx) })
-		// The README's example: two replicas, the Transport's defaults.
-		b.Run(cc.name+"/tailgate-targets", func(b *testing.B) {
-			t, err := hedge.NewTransport(hedge.TransportConfig{Base: canned{}, Targets: []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			roundTrips(b, t, "http://a/x", ctx)
-		})
-		cancel()
-	}
+	b.Run("plain", func(b *testing.B) { gets(b, canned{}, "http://a/x") })
+	b.Run("tailgate", func(b *testing.B) { gets(b, tailgate(b, canned{}, nil), "http://a/x") })
+	b.Run("tailgate-targets", func(b *testing.B) {
+		gets(b, tailgate(b, canned{}, []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}), "http://a/x")
+	})
+	b.Run("hedgedhttp", func(b *testing.B) { gets(b, hedged(b, canned{}), "http://a/x") })
 }
 
 // BenchmarkLoopback: real HTTP/1.1 on 127.0.0.1, no hedge fires.
 func BenchmarkLoopback(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	run := func(name string, mk func(base http.RoundTripper) http.RoundTripper) {
 		b.Run(name, func(b *testing.B) {
 			base := hedge.NewBaseTransport()
 			defer base.CloseIdleConnections()
-			roundTrips(b, mk(base), srv.URL+"/x", ctx)
+			gets(b, mk(base), srv.URL+"/x")
 		})
 	}
-	run("bare", func(base http.RoundTripper) http.RoundTripper { return base })
+	run("plain", func(base http.RoundTripper) http.RoundTripper { return base })
 	run("tailgate", func(base http.RoundTripper) http.RoundTripper { return tailgate(b, base, nil) })
 	run("hedgedhttp", func(base http.RoundTripper) http.RoundTripper { return hedged(b, base) })
 }
