@@ -48,6 +48,7 @@ type Classes struct {
 	byKey  atomic.Pointer[map[uint64]*Hedger]
 	other  atomic.Pointer[Hedger]
 	over   atomic.Uint64
+	late   *lateness // the process's timer lateness, measured by every class
 	swept  time.Time // when forgetIdle last ran, at most every sweepEvery
 }
 
@@ -67,7 +68,7 @@ func NewClasses(p Policy) (*Classes, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Classes{policy: p, budget: p.Budget}
+	c := &Classes{policy: p, budget: p.Budget, late: newLateness()}
 	c.byName.Store(&map[string]*Hedger{})
 	c.byKey.Store(&map[uint64]*Hedger{})
 	return c, nil
@@ -143,10 +144,7 @@ func (c *Classes) add(class string, key uint64, byKey bool) *Hedger {
 // newHedger makes class's Hedger under the template. Called with c.mu
 // held.
 func (c *Classes) newHedger(class string) *Hedger {
-	h, err := New(c.policy)
-	if err != nil {
-		panic("hedge: a checked policy was refused: " + err.Error()) // unreachable
-	}
+	h := newHedger(c.policy, c.late) // checked by NewClasses and Update
 	h.class = class
 	h.touch(time.Now()) // new: not idle
 	return h

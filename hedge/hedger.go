@@ -25,11 +25,9 @@ type Hedger struct {
 	wants  uint16 // bit k set: obs wants events of kind k
 	notify func(GateState)
 
-	// timerLag is how late delay timers fire on this machine, an EWMA in
-	// nanoseconds: the runtime sleeps in whole milliseconds when idle, so a
-	// timer may fire up to a millisecond late. Timers are armed that much
-	// early (see timerLead).
-	timerLag atomic.Int64
+	// late is how late delay timers fire in this process (see lateness),
+	// shared with the other Hedgers of a Classes.
+	late *lateness
 
 	// lastUsed is when an operation last started (coarse: Unix seconds),
 	// for Classes to forget idle classes.
@@ -48,11 +46,18 @@ func New(p Policy) (*Hedger, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := newDelayState(p)
+	return newHedger(p, newLateness()), nil
+}
+
+// newHedger returns a Hedger for p, defaults filled in, whose timers are
+// judged by late.
+func newHedger(p Policy, late *lateness) *Hedger {
+	d := newDelayState(p, late)
 	h := &Hedger{
 		budget: p.Budget,
 		delays: d,
 		obs:    p.Observer,
+		late:   late,
 	}
 	if h.obs != nil {
 		f, filtered := h.obs.(EventFilter)
@@ -66,7 +71,7 @@ func New(p Policy) (*Hedger, error) {
 		h.notify = func(st GateState) { h.observe(Event{Kind: EventGate, Gate: &st}) }
 	}
 	h.cur.Store(&settings{p: p, gate: newGate(p.Gate, d.lat, h.notify)})
-	return h, nil
+	return h
 }
 
 // settings are what an Update replaces at once: the policy and its gate.
@@ -177,26 +182,6 @@ func (h *Hedger) touch(now time.Time) {
 		h.lastUsed.Store(s)
 	}
 }
-
-// noteTimerLag records that a delay timer fired lag after the time it was
-// armed for. Concurrent updates may lose one another: it is an estimate.
-func (h *Hedger) noteTimerLag(lag time.Duration) {
-	cur := h.timerLag.Load()
-	h.timerLag.Store(cur + (int64(lag)-cur)/timerLagWeight)
-}
-
-// timerLead is how early to arm a delay timer: the timer lateness measured
-// so far, but never more than an eighth of the delay, so a hedge never goes
-// out much before the delay even when the estimate is off, and a short
-// delay (a tied request's 1ms, which gives the first copy time to start
-// and cancel its twin) stays close to what it says.
-func (h *Hedger) timerLead(delay time.Duration) time.Duration {
-	return min(time.Duration(max(h.timerLag.Load(), 0)), delay/8)
-}
-
-// timerLagWeight: each firing moves the lateness estimate by 1/8 of its
-// error, so it follows the machine within a few dozen hedges.
-const timerLagWeight = 8
 
 // delayTimer is a reusable hedge-delay timer. Its function is fixed when
 // the timer is made, so the operation it serves is looked up at firing time.

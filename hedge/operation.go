@@ -268,7 +268,7 @@ func (o *operation[T]) onDelay() {
 	if o.phase != running || now.Before(o.fireAt) {
 		return
 	}
-	o.h.noteTimerLag(now.Sub(o.fireAt))
+	o.h.late.note(now, now.Sub(o.fireAt))
 	o.tryHedge(TriggerDelay, now)
 }
 
@@ -346,7 +346,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 // the timer lateness the Hedger has measured, so that the hedge goes out
 // at the delay rather than after it. Called with o.mu held.
 func (o *operation[T]) arm(now time.Time) {
-	lead := o.h.timerLead(o.delay)
+	lead := o.h.late.lead(o.delay)
 	o.fireAt = now.Add(o.delay - lead)
 	o.timer.t.Reset(o.delay - lead)
 }

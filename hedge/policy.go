@@ -92,7 +92,11 @@ type Adaptive struct {
 	// under the budget is hedged in full rather than sitting on the
 	// boundary, where a fixed p95 over 5% stragglers landed.
 	Quantile float64
-	// Floor is the smallest delay. Default 1ms.
+	// Floor is the smallest delay. Default 1ms. The delay also never
+	// drops below twice the 99th percentile of how late the process's own
+	// hedge-delay timers fire (measured over the last 10s, once 32 have
+	// fired): a read late by no more than that may be late only because
+	// the process was busy, and a hedge would meet the same lateness.
 	Floor time.Duration
 	// Ceiling is the largest delay. Default 1s.
 	Ceiling time.Duration
@@ -208,6 +212,7 @@ type delayState struct {
 	lat    *latency.Window
 	origin time.Time // next counts nanoseconds from here
 	budget *Budget   // an adaptive quantile of zero follows its fraction
+	late   *lateness // the process's timer lateness: an adaptive delay's floor
 
 	// mu guards the settings, which Hedger.Update changes, and orders
 	// recomputations (one every refreshEvery: the lock costs nothing), so
@@ -223,9 +228,10 @@ type delayState struct {
 	warm     atomic.Bool  // the delay is the adaptive warm-up guess
 }
 
-func newDelayState(p Policy) *delayState {
+func newDelayState(p Policy, late *lateness) *delayState {
 	d := &delayState{
 		budget:   p.Budget,
+		late:     late,
 		origin:   time.Now(),
 		fixed:    p.Delay,
 		adaptive: p.Adaptive,
@@ -283,7 +289,8 @@ func (d *delayState) refreshLocked(now time.Time) {
 	a := d.adaptive
 	delay, warm := a.Warmup, true
 	if s.Count() >= uint64(a.MinSamples) {
-		delay, warm = min(max(s.Quantile(d.quantile()), a.Floor), a.Ceiling), false
+		floor := max(a.Floor, d.late.floor(now))
+		delay, warm = min(max(s.Quantile(d.quantile()), floor), a.Ceiling), false
 	}
 	d.delay.Store(int64(delay))
 	d.warm.Store(warm)

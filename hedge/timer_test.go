@@ -87,3 +87,57 @@ func TestStaleDelayFiringIgnored(t *testing.T) {
 		}
 	})
 }
+
+// A busy process's own lateness sets the adaptive delay's floor: once its
+// delay timers have been seen to fire up to 3ms late, a class whose reads
+// take 0.5ms is hedged after 6ms (twice the lateness's p99), not after its
+// p90, which such lateness alone would cross; a fixed delay is left alone.
+// The Hedgers of a Classes share what any of them measured.
+func TestAdaptiveDelayFloorIsTheProcessLateness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := mustClasses(t, Policy{Adaptive: Adaptive{MinSamples: 10}})
+		fast, quiet := c.Hedger("fast"), c.Hedger("quiet")
+		now := time.Now()
+		for range 100 {
+			fast.record(now, 500*time.Microsecond)
+			quiet.record(now, 500*time.Microsecond)
+		}
+		fast.delays.set(fast.Policy(), now)
+		if d, _, _ := fast.delays.current(now); d != time.Millisecond {
+			t.Fatalf("delay %v before any lateness is known, want the 1ms Floor", d)
+		}
+		for i := range 100 {
+			fast.late.note(now, time.Duration(i%4)*time.Millisecond) // 0 to 3ms late
+		}
+		for _, h := range []*Hedger{fast, quiet} {
+			h.delays.set(h.Policy(), now)
+			if d, _, _ := h.delays.current(now); d < 5900*time.Microsecond || d > 6100*time.Microsecond {
+				t.Errorf("%s: delay %v with timers up to 3ms late, want about 6ms", h.class, d)
+			}
+		}
+		fixed := mustNew(t, Policy{Delay: 2 * time.Millisecond})
+		fixed.late.note(now, 10*time.Millisecond)
+		if d, _, _ := fixed.delays.current(now); d != 2*time.Millisecond {
+			t.Errorf("fixed delay moved to %v", d)
+		}
+		// The floor follows the process: 10s later the lateness is gone.
+		later := now.Add(11 * time.Second)
+		fast.delays.set(fast.Policy(), later)
+		for range 100 {
+			fast.record(later, 500*time.Microsecond)
+		}
+		fast.delays.set(fast.Policy(), later)
+		if d, _, _ := fast.delays.current(later); d != time.Millisecond {
+			t.Errorf("delay %v once the lateness has passed, want 1ms", d)
+		}
+	})
+}
+
+func mustClasses(t *testing.T, p Policy) *Classes {
+	t.Helper()
+	c, err := NewClasses(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
