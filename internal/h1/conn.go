@@ -79,7 +79,9 @@ func (e *headerLimitError) Error() string {
 	return fmt.Sprintf("h1: server response headers exceeded %d bytes; aborted", e.limit)
 }
 
-func (e *headerLimitError) Unwrap() error { return ErrHeaderLimit }
+// Is makes it ErrHeaderLimit for errors.Is, while its message, the most
+// precise, stays the innermost one (callers that strip wrappers show it).
+func (e *headerLimitError) Is(target error) bool { return target == ErrHeaderLimit }
 
 // Buffers outlive their connections: a closed connection's go back here.
 var (

@@ -2,12 +2,15 @@ package h1server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,6 +38,10 @@ type conn struct {
 	opened time.Time // when accepted
 
 	writeMoved bool // a handler set the write deadline (WriteTimeout zero: it stays until cleared)
+	// unvetted: the current request is HTTP/1.0 and its header block
+	// could not be looked at for a Transfer-Encoding (see scan10): its
+	// connection closes after the answer.
+	unvetted bool
 
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
@@ -236,11 +243,13 @@ type statusError struct {
 func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.text }
 
 // readRequest reads a request's header block and checks it as net/http's
-// server does after http.ReadRequest.
+// server does after http.ReadRequest, and more strictly where RFC 9112
+// asks: an HTTP/1.0 request with a Transfer-Encoding is refused.
 func (c *conn) readRequest() (*http.Request, error) {
 	if c.bw.Buffered() > 0 {
 		c.cr.held = c.bw
 	}
+	te10 := c.scan10()
 	req, err := http.ReadRequest(c.br)
 	hit := c.cr.hit
 	c.cr.remain, c.cr.held = -1, nil
@@ -252,6 +261,19 @@ func (c *conn) readRequest() (*http.Request, error) {
 	}
 	if req.ProtoMajor != 1 && !(req.ProtoMajor == 2 && req.ProtoMinor == 0 && req.Method == "PRI" && req.RequestURI == "*") {
 		return nil, statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
+	}
+	c.unvetted = false
+	if req.ProtoMajor == 1 && req.ProtoMinor == 0 {
+		// http.ReadRequest drops an HTTP/1.0 request's Transfer-Encoding
+		// and reads no body: a chunked one would be parsed as the next
+		// request. RFC 9112 §6.1: its framing is faulty, and the
+		// connection must close after it.
+		switch te10 {
+		case scanTE:
+			return nil, statusError{http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request"}
+		case scanUnknown:
+			c.unvetted = true
+		}
 	}
 	// http.ReadRequest refuses two Host headers, and moves the one to
 	// req.Host unless the target is in absolute form (whose host wins).
@@ -278,6 +300,49 @@ func (c *conn) readRequest() (*http.Request, error) {
 	return req, nil
 }
 
+// What scan10 finds.
+const (
+	scanNone    = iota // not an HTTP/1.0 request line; or no Transfer-Encoding in its header block
+	scanTE             // an HTTP/1.0 request line, and a Transfer-Encoding field
+	scanUnknown        // the request line, or the header block, is not all buffered yet
+)
+
+// scan10 looks in the bytes buffered at the request about to be read:
+// if its request line ends in HTTP/1.0, whether its header block has a
+// Transfer-Encoding field, which http.ReadRequest drops from such a
+// request without a word (and net/http's server with it). A request of
+// another version costs a search for its first line's end.
+func (c *conn) scan10() int {
+	b, _ := c.br.Peek(c.br.Buffered())
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return scanUnknown
+	}
+	if !bytes.HasSuffix(bytes.TrimSuffix(b[:i], cr), http10) {
+		return scanNone
+	}
+	for rest := b[i+1:]; ; {
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			return scanUnknown // a header block larger than the buffer, or on its way
+		}
+		field := bytes.TrimSuffix(rest[:j], cr)
+		rest = rest[j+1:]
+		switch {
+		case len(field) == 0:
+			return scanNone // the block's end
+		case len(field) >= len(teField) && bytes.EqualFold(field[:len(teField)], teField):
+			return scanTE
+		}
+	}
+}
+
+var (
+	cr      = []byte("\r")
+	http10  = []byte(" HTTP/1.0")
+	teField = []byte("Transfer-Encoding:") // http.ReadRequest refuses a space before the colon
+)
+
 // answerError answers a request that could not be read, as net/http
 // does, before the connection closes.
 func (c *conn) answerError(err error) {
@@ -291,7 +356,7 @@ func (c *conn) answerError(err error) {
 		c.bw.WriteString("HTTP/1.1 " + public + headers + public)
 		c.bw.Flush()
 		c.closeWriteAndWait()
-	case strings.HasPrefix(err.Error(), "unsupported transfer encoding"):
+	case unsupportedTE(err):
 		// Its value is not echoed back: no reflected content.
 		c.bw.WriteString("HTTP/1.1 501 Not Implemented" + headers + "Unsupported transfer encoding")
 		c.bw.Flush()
@@ -307,6 +372,21 @@ func (c *conn) answerError(err error) {
 		c.bw.Flush()
 	}
 }
+
+// unsupportedTE reports whether err is http.ReadRequest's refusal of a
+// transfer coding other than chunked, or of more than one
+// Transfer-Encoding line, which net/http's server answers 501. Its type
+// is unexported: it is learned from ReadRequest itself, and
+// TestUnsupportedTEErrorType fails if a Go release gives other errors
+// the same type.
+func unsupportedTE(err error) bool {
+	return reflect.TypeOf(err) == teErrorType()
+}
+
+var teErrorType = sync.OnceValue(func() reflect.Type {
+	_, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: x\r\n\r\n")))
+	return reflect.TypeOf(err)
+})
 
 func isReadError(err error) bool {
 	var oe *net.OpError
@@ -362,9 +442,16 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		}
 		c.nc.SetReadDeadline(end)
 	}
-	if expect := req.Header.Get("Expect"); hasToken(expect, "100-continue") {
+	if c.unvetted {
+		w.wants10KeepAlive = false // its framing is in doubt
+	}
+	if expect := req.Header["Expect"]; len(expect) == 1 && strings.EqualFold(textproto.TrimString(expect[0]), "100-continue") {
 		w.body.expect = req.Body != http.NoBody && req.ProtoAtLeast(1, 1)
-	} else if expect != "" {
+	} else if len(expect) > 0 {
+		// An expectation other than one 100-continue: 417. Stricter than
+		// net/http, which finds the token anywhere in the value (between
+		// spaces too) and ignores an empty one. (strings.EqualFold folds
+		// no byte of "100-continue" to a non-ASCII one.)
 		w.header.Set("Connection", "close")
 		w.closeAfter = true
 		w.WriteHeader(http.StatusExpectationFailed)

@@ -52,9 +52,12 @@ func (w *response) reset(req *http.Request) {
 	w.status, w.committed, w.chunked, w.toClose, w.closeAfter = 0, false, false, false, false
 	w.clen, w.written, w.err, w.handlerDone = -1, 0, nil, false
 	w.isHEAD, w.http11 = req.Method == http.MethodHead, req.ProtoAtLeast(1, 1)
+	// The request's tokens as net/http's server reads them (ASCII case
+	// and space only): a wider reading could keep a connection that
+	// net/http would close, and serve what follows as a request.
 	conn := req.Header["Connection"]
-	w.wantsClose = hasTokenIn(conn, "close")
-	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && hasTokenIn(conn, "keep-alive")
+	w.wantsClose = httpguts.HeaderValuesContainsToken(conn, "close")
+	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpguts.HeaderValuesContainsToken(conn, "keep-alive")
 	if w.pending == nil {
 		w.pending = make([]byte, 0, bufferBeforeChunking)
 	}
@@ -487,15 +490,6 @@ func contains(list []string, s string) bool {
 func hasToken(v, token string) bool {
 	for part := range strings.SplitSeq(v, ",") {
 		if strings.EqualFold(strings.TrimSpace(part), token) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasTokenIn(vs []string, token string) bool {
-	for _, v := range vs {
-		if hasToken(v, token) {
 			return true
 		}
 	}
