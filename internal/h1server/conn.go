@@ -39,7 +39,7 @@ type conn struct {
 
 	writeMoved bool // a handler set the write deadline (WriteTimeout zero: it stays until cleared)
 	// unvetted: the current request is HTTP/1.0 and its header block
-	// could not be looked at for a Transfer-Encoding (see scan10): its
+	// could not be looked at for a Transfer-Encoding (see preScan): its
 	// connection closes after the answer.
 	unvetted bool
 
@@ -249,7 +249,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 	if c.bw.Buffered() > 0 {
 		c.cr.held = c.bw
 	}
-	te10 := c.scan10()
+	pre := c.preScan()
 	req, err := http.ReadRequest(c.br)
 	hit := c.cr.hit
 	c.cr.remain, c.cr.held = -1, nil
@@ -268,15 +268,26 @@ func (c *conn) readRequest() (*http.Request, error) {
 		// and reads no body: a chunked one would be parsed as the next
 		// request. RFC 9112 §6.1: its framing is faulty, and the
 		// connection must close after it.
-		switch te10 {
-		case scanTE:
+		switch {
+		case pre.te:
 			return nil, statusError{http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request"}
-		case scanUnknown:
+		case !pre.whole:
 			c.unvetted = true
 		}
 	}
 	// http.ReadRequest refuses two Host headers, and moves the one to
 	// req.Host unless the target is in absolute form (whose host wins).
+	if req.URL.Host != "" {
+		// As net/http's server, which sees the field before ReadRequest
+		// drops it: a Host field is required all the same (but with
+		// CONNECT), and checked.
+		switch {
+		case req.ProtoAtLeast(1, 1) && req.Method != "CONNECT" && !(pre.whole && pre.host):
+			return nil, statusError{http.StatusBadRequest, "missing required Host header"}
+		case !pre.whole || pre.badHost:
+			return nil, statusError{http.StatusBadRequest, "malformed Host header"}
+		}
+	}
 	if req.URL.Host == "" {
 		if req.Host == "" && req.ProtoAtLeast(1, 1) && req.Method != "PRI" && req.Method != "CONNECT" {
 			// Absent, or empty (which net/http lets through).
@@ -300,47 +311,66 @@ func (c *conn) readRequest() (*http.Request, error) {
 	return req, nil
 }
 
-// What scan10 finds.
-const (
-	scanNone    = iota // not an HTTP/1.0 request line; or no Transfer-Encoding in its header block
-	scanTE             // an HTTP/1.0 request line, and a Transfer-Encoding field
-	scanUnknown        // the request line, or the header block, is not all buffered yet
-)
+// preScanned is what preScan found.
+type preScanned struct {
+	whole   bool // the header block was looked at, whole
+	te      bool // it has a Transfer-Encoding field
+	host    bool // it has a Host field
+	badHost bool // one whose value a host and port cannot be
+}
 
-// scan10 looks in the bytes buffered at the request about to be read:
-// if its request line ends in HTTP/1.0, whether its header block has a
-// Transfer-Encoding field, which http.ReadRequest drops from such a
-// request without a word (and net/http's server with it). A request of
-// another version costs a search for its first line's end.
-func (c *conn) scan10() int {
+// preScan looks in the bytes buffered at the request about to be read
+// for what http.ReadRequest hides, when it matters: an HTTP/1.0
+// request's Transfer-Encoding (ReadRequest drops the field, and reads no
+// body), and the Host field of a request whose target is not a path or
+// "*" (ReadRequest takes the target's host and drops the field, which
+// net/http's server requires all the same). Any other request costs a
+// search for its request line's end.
+func (c *conn) preScan() (p preScanned) {
 	b, _ := c.br.Peek(c.br.Buffered())
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
-		return scanUnknown
+		return p // the request line is not all here
 	}
-	if !bytes.HasSuffix(bytes.TrimSuffix(b[:i], cr), http10) {
-		return scanNone
+	line := bytes.TrimSuffix(b[:i], cr)
+	_, target, _ := bytes.Cut(line, space)
+	if !bytes.HasSuffix(line, http10) && (len(target) == 0 || target[0] == '/' || target[0] == '*') {
+		return p // neither matters
 	}
 	for rest := b[i+1:]; ; {
 		j := bytes.IndexByte(rest, '\n')
 		if j < 0 {
-			return scanUnknown // a header block larger than the buffer, or on its way
+			return preScanned{} // a header block larger than the buffer, or on its way
 		}
 		field := bytes.TrimSuffix(rest[:j], cr)
 		rest = rest[j+1:]
 		switch {
 		case len(field) == 0:
-			return scanNone // the block's end
-		case len(field) >= len(teField) && bytes.EqualFold(field[:len(teField)], teField):
-			return scanTE
+			p.whole = true // the block's end
+			return p
+		case hasName(field, teField):
+			p.te = true
+		case hasName(field, hostField):
+			p.host = true
+			v := strings.Trim(string(field[len(hostField):]), " \t")
+			p.badHost = p.badHost || !httpguts.ValidHostHeader(v)
 		}
 	}
 }
 
+// hasName reports whether field starts with name (and its colon), in
+// any case.
+func hasName(field, name []byte) bool {
+	return len(field) >= len(name) && bytes.EqualFold(field[:len(name)], name)
+}
+
 var (
-	cr      = []byte("\r")
-	http10  = []byte(" HTTP/1.0")
-	teField = []byte("Transfer-Encoding:") // http.ReadRequest refuses a space before the colon
+	cr     = []byte("\r")
+	space  = []byte(" ")
+	http10 = []byte(" HTTP/1.0")
+	// http.ReadRequest refuses a space before the colon.
+	teField   = []byte("Transfer-Encoding:")
+	hostField = []byte("Host:")
 )
 
 // answerError answers a request that could not be read, as net/http

@@ -9,8 +9,11 @@
 // Contract (Server), as net/http's http.Server with the same settings:
 //   - Requests are parsed by http.ReadRequest, with net/http's server's
 //     own checks after it (header names and values valid, HTTP/1.x only,
-//     a Host on HTTP/1.1: one, not empty, unless the target is in
-//     absolute form, whose host wins). A header block over MaxHeaderBytes
+//     one valid Host field on HTTP/1.1, not empty, and required with a
+//     target in absolute form too, whose host wins; with CONNECT, valid
+//     if present); what ReadRequest drops from a request (the Host field
+//     of such a target, an HTTP/1.0 request's Transfer-Encoding) is
+//     looked for in the bytes buffered before it parses them. A header block over MaxHeaderBytes
 //     (plus 4 KiB, as net/http) is answered 431, a transfer coding other
 //     than chunked, or two Transfer-Encoding lines, 501, any other
 //     malformed request 400, each with the connection closed; an Expect
