@@ -362,9 +362,11 @@ func (c Config) withDefaults() (Config, error) {
 // newBase builds the backend transport for c, dialling TLS with the
 // configuration that tlsDial holds (see backendTLS): over HTTP/1.1 in
 // clear, internal/h1's client, which reads each attempt's response in the
-// attempt's own goroutine (why: docs/performance.md); net/http's Transport
-// for https:// and h2c backends, whose streams it multiplexes.
-func newBase(c Config, tlsDial *backendTLS) http.RoundTripper {
+// attempt's own goroutine (why: docs/performance.md), and tells
+// onUnsolicited of each connection it closes for bytes nobody asked for;
+// net/http's Transport for https:// and h2c backends, whose streams it
+// multiplexes.
+func newBase(c Config, tlsDial *backendTLS, onUnsolicited func(h1.Unsolicited)) http.RoundTripper {
 	t := newStdBase(c, tlsDial)
 	if c.BackendProtocol == ProtocolH2C {
 		return t
@@ -375,6 +377,7 @@ func newBase(c Config, tlsDial *backendTLS) http.RoundTripper {
 		IdleTimeout:            t.IdleConnTimeout,
 		MaxIdlePerHost:         t.MaxIdleConnsPerHost,
 		MaxResponseHeaderBytes: t.MaxResponseHeaderBytes,
+		OnUnsolicited:          onUnsolicited,
 	})
 	if err != nil {
 		panic(err) // the limits were validated in withDefaults

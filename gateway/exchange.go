@@ -11,6 +11,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -193,9 +194,13 @@ const (
 	failHeaders   = "headers"   // header block over MaxResponseHeaderBytes
 	failBody      = "body"      // body over MaxResponseBytes
 	failTimeout   = "timeout"   // the request's time ran out while it was out
+	// A new connection got bytes before its first request (a replica that
+	// greets, or answers before it is asked): internal/h1 sends nothing
+	// on it.
+	failUnsolicited = "unsolicited"
 )
 
-var failureReasons = []string{failStatus, failTransport, failTLS, failUpgrade, failHeaders, failBody, failTimeout}
+var failureReasons = []string{failStatus, failTransport, failTLS, failUpgrade, failHeaders, failBody, failTimeout, failUnsolicited}
 
 // failureReason names why an attempt with a non-nil verdict got no
 // acceptable answer, or "" when it is not a failure of its replica's
@@ -215,6 +220,8 @@ func failureReason(resp *http.Response, verdict error) string {
 		return failBody
 	case headersTooLarge(verdict):
 		return failHeaders
+	case errors.Is(verdict, h1.ErrUnsolicited):
+		return failUnsolicited
 	case tlsFailure(verdict):
 		// Apart from transport failures: a certificate refused is a
 		// matter of configuration or of a rotation gone wrong, not of the
@@ -224,10 +231,16 @@ func failureReason(resp *http.Response, verdict error) string {
 	return failTransport
 }
 
-// headersTooLarge reports whether err is net/http's refusal of a response
-// header block over MaxResponseHeaderBytes, over HTTP/1 or h2c. net/http
-// has no sentinel for it: its messages are matched.
+// headersTooLarge reports whether err refuses a response header block
+// over MaxResponseHeaderBytes: internal/h1's (http:// backends over
+// HTTP/1.1) by its sentinel; net/http's (https:// over HTTP/1.1, h2c,
+// HTTP/2), which has no sentinel, by its messages, which
+// TestNetHTTPHeaderLimitMessages pins: it fails when a Go release
+// changes them.
 func headersTooLarge(err error) bool {
+	if errors.Is(err, h1.ErrHeaderLimit) {
+		return true
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "server response headers exceeded") || // HTTP/1
 		strings.Contains(msg, "response header list larger than") // HTTP/2

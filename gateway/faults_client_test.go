@@ -196,6 +196,9 @@ var clientCases = []clientCase{
 		status: 400, by: rejectBody, closed: true},
 	{name: "bare LF ends a header line, as RFC 9112 allows", raw: "GET /x HTTP/1.1\nHost: h\nX-A: a\n\n", status: 200, by: byBackend,
 		seen: header("X-A", "a")},
+	{name: "Expect: 100-continue on a read is not forwarded", raw: req("GET /x HTTP/1.1", "Host: h", "Expect: 100-continue"), status: 200, by: byBackend,
+		seen: header("Expect")},
+	{name: "an Expect other than 100-continue is refused by the server", raw: req("GET /x HTTP/1.1", "Host: h", "Expect: teapot"), status: 417, by: byNetHTTP, closed: true},
 
 	// Tailgate's own headers from a client are removed (Config.TrustedHop
 	// false); the client's deadline only shortens the gateway's, which

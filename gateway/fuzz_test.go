@@ -222,6 +222,8 @@ func hygiene(r *http.Request, code int, connection string, sent []*http.Request,
 			}
 		case lk == "tailgate-tie" || lk == "tailgate-tie-peer":
 			fail("tie header %s: %q forwarded from a client", k, vs)
+		case lk == "expect":
+			fail("Expect %q forwarded: a read has no body", vs)
 		case lk == "x-forwarded-for":
 			want := peer
 			if prior := r.Header.Values(k); trusted && !named[lk] && len(prior) > 0 {
@@ -255,7 +257,7 @@ func hygiene(r *http.Request, code int, connection string, sent []*http.Request,
 	for k, vs := range r.Header {
 		lk := strings.ToLower(k)
 		switch {
-		case lk == "host", slices.Contains(hopByHop, lk), named[lk], strings.HasPrefix(lk, "tailgate-"), strings.HasPrefix(lk, "x-forwarded-"),
+		case lk == "host", lk == "expect", slices.Contains(hopByHop, lk), named[lk], strings.HasPrefix(lk, "tailgate-"), strings.HasPrefix(lk, "x-forwarded-"),
 			!trusted && slices.Contains(clientAddress, lk):
 		case !slices.Equal(out.Header.Values(k), vs):
 			fail("%s: %q from the client forwarded as %q", k, vs, out.Header.Values(k))
@@ -342,6 +344,7 @@ func TestHygieneRulesCatchLeaks(t *testing.T) {
 		"Forwarded forwarded":      func(o *http.Request) { o.Header["Forwarded"] = []string{"for=1.2.3.4"} },
 		"hop-by-hop forwarded":     func(o *http.Request) { o.Header["Keep-Alive"] = []string{"1"} },
 		"User-Agent added":         func(o *http.Request) { o.Header["User-Agent"] = []string{"Go-http-client/1.1"} },
+		"Expect forwarded":         func(o *http.Request) { o.Header["Expect"] = []string{"100-continue"} },
 		"header lost":              func(o *http.Request) { delete(o.Header, "X-Kept") },
 	} {
 		out := good()

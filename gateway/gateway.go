@@ -115,7 +115,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.base = cfg.Base
 	if g.base == nil {
 		g.tls = newBackendTLS(dialBackend, cfg.BackendTLS)
-		g.base = newBase(cfg, g.tls)
+		g.base = newBase(cfg, g.tls, g.unsolicited)
 	}
 	warnMixed(g.log, cfg.Backends, nil)
 	set, err := replica.New(cfg.Backends, g.replicaConfig(cfg.Replica))

@@ -111,6 +111,11 @@ func forwardedHeaders(r *http.Request, trusted bool) http.Header {
 	delete(h, tied.TieHeader)
 	delete(h, tied.PeerHeader)
 	delete(h, deadline.Header)
+	// A read carries no body: an expectation of one (100-continue) is
+	// the client's to the gateway, met or refused there, and a replica
+	// told to expect a body that never comes may wait for it (nginx drops
+	// it too).
+	delete(h, "Expect")
 	vals := make([]string, 3) // one backing array for the three values
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := h["X-Forwarded-For"]; len(prior) > 0 { // trusted only

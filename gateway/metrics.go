@@ -38,7 +38,9 @@ type metrics struct {
 	gates       map[string]*gateSeen          // each class's gate, as last reported
 	log         *slog.Logger
 
-	replicaAttempts replicaAttempts // by replica, role and outcome (see replicametrics.go)
+	replicaAttempts replicaAttempts        // by replica, role and outcome (see replicametrics.go)
+	unsolicited     *prometheus.CounterVec // connections closed for strays, by replica and when (see unsolicited.go)
+	strayLog        strayLog
 	budgetFraction  prometheus.Gauge
 	budgetBurst     prometheus.Gauge
 
@@ -109,10 +111,11 @@ func newMetrics(g *Gateway) *metrics {
 		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, discoveryCollector{g}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
-		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
+		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers), unsolicited (a new connection got bytes before its first request: see tailgate_unsolicited_total). Losers cancelled for a winner are not counted.",
 	}, []string{"reason"})
 	m.failures = byLabel(failures, failureReasons)
-	m.registry.MustRegister(failures)
+	m.unsolicited = newUnsolicitedCounter()
+	m.registry.MustRegister(failures, m.unsolicited)
 	if g.tied {
 		m.registerTied()
 	}
@@ -120,6 +123,13 @@ func newMetrics(g *Gateway) *metrics {
 		m.registry.MustRegister(g.aff.keyless, g.aff.fallbacks, partitionCollector{g.aff.table})
 	}
 	return m
+}
+
+// forgetReplica removes the series of a backend that a reload removed: a
+// replica that is gone should not be reported at zero rate for ever.
+func (m *metrics) forgetReplica(backend string) {
+	m.replicaAttempts.forget(backend)
+	m.unsolicited.DeletePartialMatch(prometheus.Labels{"replica": replicaLabel(backend)})
 }
 
 // attemptFailed counts an attempt failure by reason ("" counts nothing).

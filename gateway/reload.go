@@ -256,7 +256,7 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	for _, b := range old.cfg.Backends {
 		if !slices.Contains(cfg.Backends, b) {
 			res.Removed = append(res.Removed, b)
-			g.metrics.replicaAttempts.forget(b)
+			g.metrics.forgetReplica(b)
 		}
 	}
 	g.states.forget(res.Removed)

@@ -54,7 +54,7 @@ type ServerConfig struct {
 func (g *Gateway) Server(c ServerConfig) *http.Server {
 	c = g.serverSettings(c)
 	return &http.Server{
-		Handler:                      g,
+		Handler:                      closeHTTP10{g},
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            readHeaderTimeout,
 		ReadTimeout:                  readTimeout,
@@ -64,6 +64,23 @@ func (g *Gateway) Server(c ServerConfig) *http.Server {
 		ConnState:                    c.ConnState,
 		ErrorLog:                     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// closeHTTP10 is g as net/http's server serves it: every answer to an
+// HTTP/1.0 request closes its connection. net/http's server drops an
+// HTTP/1.0 request's Transfer-Encoding before any handler sees it, and
+// reads no body, so a chunked body would be served as the next request
+// (RFC 9112 §6.1: such a message's framing is faulty, and the connection
+// must close after it). No handler can tell which requests had one, so
+// none keeps its connection. (internal/h1server refuses those requests
+// itself, 400, and keeps HTTP/1.0 keep-alive for the others.)
+type closeHTTP10 struct{ *Gateway }
+
+func (h closeHTTP10) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && r.ProtoMinor == 0 {
+		w.Header().Set("Connection", "close")
+	}
+	h.Gateway.ServeHTTP(w, r)
 }
 
 // The time limits on a client connection's phases (see Server).

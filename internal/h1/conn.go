@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -27,6 +28,15 @@ type conn struct {
 	ctx    context.Context // the exchange's, for abort; nil while idle
 	idleAt time.Time       // when it went idle (under pool.mu)
 	pooled bool            // waited idle in the pool before the current request: the server may have closed it meanwhile
+	used   bool            // carried a request: bytes found while idle follow an answer
+
+	// What look needs (see stray.go): nc's socket (nil: nc is none),
+	// the function the poller runs on it, and what that found.
+	raw     syscall.RawConn
+	lookFn  func(fd uintptr) bool
+	lookBuf [len("HTTP/1.1 408")]byte
+	lookN   int
+	lookErr error
 }
 
 // connReader is what the conn's bufio.Reader reads from: it bounds the
@@ -56,14 +66,22 @@ func (r *connReader) Read(p []byte) (int, error) {
 // up the limit; roundTrip reports a headerLimitError instead.
 var errHeaderLimit = errors.New("h1: header read limit reached")
 
+// ErrHeaderLimit is wrapped by the error of a request whose response's
+// header block (any 1xx answers before it included) went over
+// Config.MaxResponseHeaderBytes.
+var ErrHeaderLimit = errors.New("h1: server response headers exceeded the limit")
+
 // headerLimitError says a response's header block was over the limit.
-// Its message is net/http's, which callers (the gateway's failure
-// reasons) already recognise.
+// Its message says so as net/http's does; callers test ErrHeaderLimit.
 type headerLimitError struct{ limit int64 }
 
 func (e *headerLimitError) Error() string {
 	return fmt.Sprintf("h1: server response headers exceeded %d bytes; aborted", e.limit)
 }
+
+// Is makes it ErrHeaderLimit for errors.Is, while its message, the most
+// precise, stays the innermost one (callers that strip wrappers show it).
+func (e *headerLimitError) Is(target error) bool { return target == ErrHeaderLimit }
 
 // Buffers outlive their connections: a closed connection's go back here.
 var (
@@ -77,6 +95,7 @@ const bufSize = 4 << 10
 
 func newConn(nc net.Conn, p *hostPool) *conn {
 	c := &conn{nc: nc, pool: p}
+	c.initLook(nc)
 	c.cr.nc = nc
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
@@ -110,6 +129,7 @@ func (c *conn) close() {
 // which ends any read or write at once. On an error c is closed.
 func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64) (*http.Response, error) {
 	c.ctx = ctx // before the AfterFunc: abort reads it
+	c.used = true
 	stop := context.AfterFunc(ctx, c.abort)
 	writeRequest(c.bw, req)
 	c.cr.limit, c.cr.n = maxHeader, 0
@@ -136,6 +156,13 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
+		if len(resp.TransferEncoding) > 0 || announcesBody(resp.Header) {
+			// A 1xx has no body (RFC 9110 §15.2), and one announced would
+			// be read as the next answer: net/http would forward it.
+			stop()
+			c.close()
+			return nil, fmt.Errorf("h1: malformed HTTP response: a %d answer with a body (Content-Length or Transfer-Encoding)", resp.StatusCode)
+		}
 	}
 	c.cr.limit = math.MaxInt64
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -146,8 +173,13 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		return resp, nil
 	}
 	keep := !resp.Close && !req.Close
+	if leavesBytes(resp) {
+		// Its body's bytes come after the answer, unframed.
+		c.pool.unsolicited(false)
+		keep = false
+	}
 	if resp.Body == http.NoBody {
-		c.release(stop, keep)
+		c.release(stop, true, keep)
 		return resp, nil
 	}
 	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
@@ -167,12 +199,18 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// release ends c's exchange: back to the pool when keep says the
-// exchange left it in a state to reuse and nothing unasked for is
-// buffered; else closed. stop unregisters the cancellation; if it had
-// already run, the connection is closed.
-func (c *conn) release(stop func() bool, keep bool) {
-	if !stop() || !keep || c.br.Buffered() > 0 {
+// release ends c's exchange, complete when its answer was read to its
+// framed end: back to the pool when keep says the exchange left it in a
+// state to reuse and nothing unasked for is buffered; else closed. Bytes
+// buffered after a complete answer are unsolicited. stop unregisters the
+// cancellation; if it had already run, the connection is closed.
+func (c *conn) release(stop func() bool, complete, keep bool) {
+	stopped := stop()
+	if complete && c.br.Buffered() > 0 {
+		c.pool.unsolicited(false)
+		keep = false
+	}
+	if !stopped || !keep {
 		c.close()
 		return
 	}
@@ -217,7 +255,7 @@ func (b *body) Close() error {
 	c := b.c
 	b.c = nil
 	// Never rc.Close: for a response it reads the rest to the end.
-	c.release(b.stop, b.keep && b.eof)
+	c.release(b.stop, b.eof, b.keep && b.eof)
 	return nil
 }
 
@@ -249,6 +287,7 @@ func (u *upgradeBody) Close() error {
 // long enough to be reaped.
 type hostPool struct {
 	t    *Transport
+	host string // the URLs' host, the pool's key
 	addr string // host:port to dial
 
 	mu        sync.Mutex
@@ -260,34 +299,66 @@ type hostPool struct {
 	// last use, perhaps): a cancellation dials no replacement, and one
 	// dialled across closeIdle is closed as it arrives.
 	drained bool
+	// What the backend was seen to send unasked (see stray.go): proven,
+	// a new connection waited settleTimeout and got nothing; until
+	// greetUntil new connections wait so (bytes came as one opened);
+	// until strayUntil connections are not reused (bytes came after an
+	// answer).
+	proven     bool
+	greetUntil time.Time
+	strayUntil time.Time
 }
 
-// get returns an idle connection, or a new one when none is idle or
-// fresh is set.
+// get returns an idle connection that nothing has arrived on since its
+// last answer, or a new one when there is none or fresh is set.
 func (p *hostPool) get(ctx context.Context, fresh bool) (*conn, error) {
-	now := time.Now()
-	p.mu.Lock()
-	p.drained = false
-	for n := len(p.idle); n > 0 && !fresh; n = len(p.idle) {
-		c := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		if now.Sub(c.idleAt) < p.t.idleTimeout {
-			p.mu.Unlock()
+	for !fresh {
+		c := p.take()
+		if c == nil {
+			break
+		}
+		// One read that does not wait, outside the lock: what came while
+		// it was idle.
+		switch c.look() {
+		case lookEmpty:
 			return c, nil
+		case lookBytes:
+			p.unsolicited(!c.used)
 		}
-		// The most recent is too old: so are all the others.
-		for _, old := range p.idle {
-			old.close()
-		}
-		clear(p.idle)
-		p.idle = p.idle[:0]
 		c.close()
 	}
-	p.mu.Unlock()
 	return p.dial(ctx)
 }
 
+// take removes the most recently used idle connection from the pool and
+// returns it, or nil when none is idle for less than IdleTimeout (the
+// others are closed).
+func (p *hostPool) take() *conn {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drained = false
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	if now.Sub(c.idleAt) < p.t.idleTimeout {
+		return c
+	}
+	// The most recent is too old: so are all the others.
+	for _, old := range p.idle {
+		old.close()
+	}
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	c.close()
+	return nil
+}
+
+// dial dials a new connection and checks it (see checkNew).
 func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, p.t.dialTimeout)
 	defer cancel()
@@ -298,7 +369,12 @@ func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 		}
 		return nil, err
 	}
-	return newConn(nc, p), nil
+	c := newConn(nc, p)
+	if err := c.checkNew(ctx); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // replace dials, in the caller's goroutine, a connection to stand in for
@@ -311,7 +387,7 @@ func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 // CloseIdleConnections until a request comes again.
 func (p *hostPool) replace() {
 	p.mu.Lock()
-	if p.replacing || p.drained || len(p.idle) >= p.t.maxIdle {
+	if p.replacing || p.drained || len(p.idle) >= p.t.maxIdle || time.Now().Before(p.strayUntil) {
 		p.mu.Unlock()
 		return
 	}
@@ -320,14 +396,23 @@ func (p *hostPool) replace() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.t.dialTimeout)
 	nc, err := p.t.dialContext(ctx, "tcp", p.addr)
 	cancel()
+	var c *conn
+	if err == nil {
+		// Checked here, off the request path, as a connection dialled
+		// for a request is.
+		c = newConn(nc, p)
+		if c.checkNew(context.Background()) != nil {
+			c.close()
+			c = nil
+		}
+	}
 	p.mu.Lock()
 	p.replacing = false
 	stale := p.drained
 	p.mu.Unlock()
-	if err != nil {
+	if c == nil {
 		return
 	}
-	c := newConn(nc, p)
 	if stale {
 		c.close()
 		return
@@ -335,11 +420,12 @@ func (p *hostPool) replace() {
 	p.put(c)
 }
 
-// put keeps c idle, or closes it when MaxIdlePerHost are idle already.
+// put keeps c idle, or closes it when MaxIdlePerHost are idle already or
+// the backend has lately sent bytes after an answer.
 func (p *hostPool) put(c *conn) {
 	now := time.Now()
 	p.mu.Lock()
-	if len(p.idle) >= p.t.maxIdle {
+	if len(p.idle) >= p.t.maxIdle || now.Before(p.strayUntil) {
 		p.mu.Unlock()
 		c.close()
 		return

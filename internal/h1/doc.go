@@ -25,10 +25,24 @@
 //   - A connection goes back to the pool only when its response body was
 //     read to its end and closed, the response allowed keep-alive, and
 //     nothing more was received; a body closed early closes it.
-//   - An idempotent request that fails on a connection taken from the
-//     pool (a reused one, or a replacement that waited there) before any
-//     byte of an answer (the server had closed it while idle) is sent
-//     again, once, on a new connection.
+//   - A pooled connection carries a new request only if nothing arrived
+//     on it since its last answer was framed (see stray.go): bytes
+//     buffered past an answer close it as it is released, and one read
+//     that does not wait (a recv with MSG_PEEK|MSG_DONTWAIT on the
+//     socket) looks again as it is taken; a 204 that announces a body is
+//     not reused, a 1xx that announces one fails the request. Each
+//     connection closed for bytes nobody asked for is told to
+//     Config.OnUnsolicited; none of those bytes is ever returned. A
+//     backend seen to send them after an answer gets a new connection
+//     per request for a minute. A new connection waits up to 50 ms for
+//     bytes before its first request when it is the first to its address
+//     or its backend has sent bytes as a connection opened (within a
+//     minute): any closes it and fails the request with ErrUnsolicited.
+//   - A pooled connection the server has closed (seen as it is taken) is
+//     dropped for the next. An idempotent request that fails on one taken
+//     from the pool (a reused one, or a replacement that waited there)
+//     before any byte of an answer (the server closed it just then) is
+//     sent again, once, on a new connection.
 //   - Idle connections are kept LIFO, at most MaxIdlePerHost per address,
 //     closed after IdleTimeout or by CloseIdleConnections.
 //

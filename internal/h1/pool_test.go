@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/memnet"
 )
 
 // pipeBackend serves connections made with net.Pipe, in a synctest
@@ -22,7 +24,7 @@ type pipeBackend struct {
 }
 
 func (b *pipeBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
+	client, server := memnet.Pipe()
 	b.dialled.Add(1)
 	b.wg.Go(func() {
 		answer(okResp)(server, bufio.NewReader(server))
@@ -120,12 +122,16 @@ func TestMaxIdlePerHost(t *testing.T) {
 }
 
 // hangBackend is a pipeBackend whose connections never answer /hang: the
-// request is read and the connection held until the client closes it.
-// dialGate, when set, holds each dial until it is closed.
+// request is read (and hung told) and the connection held until the
+// client closes it. dialGate, when set, holds each dial until it is
+// closed.
 type hangBackend struct {
 	pipeBackend
 	dialGate chan struct{}
+	hung     chan struct{}
 }
+
+func newHangBackend() *hangBackend { return &hangBackend{hung: make(chan struct{}, 16)} }
 
 func (b *hangBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	if b.dialGate != nil {
@@ -135,7 +141,7 @@ func (b *hangBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 			return nil, ctx.Err()
 		}
 	}
-	client, server := net.Pipe()
+	client, server := memnet.Pipe()
 	b.dialled.Add(1)
 	b.wg.Go(func() {
 		br := bufio.NewReader(server)
@@ -145,6 +151,7 @@ func (b *hangBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 				break
 			}
 			if req.URL.Path == "/hang" {
+				b.hung <- struct{}{}
 				io.Copy(io.Discard, br) // until the client closes
 				break
 			}
@@ -158,24 +165,26 @@ func (b *hangBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	return client, nil
 }
 
-// hang sends /hang on tr in the background: cancel ends it, and done
+// hang sends /hang to b on tr in the background, and returns once b has
+// read it and the client waits for the answer: cancel ends it, and done
 // gets its error.
-func hang(tr http.RoundTripper) (cancel context.CancelFunc, done <-chan error) {
+func hang(b *hangBackend, tr http.RoundTripper) (cancel context.CancelFunc, done <-chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	go func() {
 		_, err := get(ctx, tr, "http://backend/hang")
 		errs <- err
 	}()
+	<-b.hung
+	synctest.Wait()
 	return cancel, errs
 }
 
-// cancelHang sends /hang on tr and cancels it once it is waiting for the
-// answer: the cancellation closes its connection.
-func cancelHang(t *testing.T, tr http.RoundTripper) {
+// cancelHang sends /hang to b on tr and cancels it once it is waiting for
+// the answer: the cancellation closes its connection.
+func cancelHang(t *testing.T, b *hangBackend, tr http.RoundTripper) {
 	t.Helper()
-	cancel, done := hang(tr)
-	synctest.Wait()
+	cancel, done := hang(b, tr)
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled request succeeded")
@@ -188,12 +197,12 @@ func cancelHang(t *testing.T, tr http.RoundTripper) {
 // when MaxIdlePerHost connections are idle already.
 func TestCancellationReplacesConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &hangBackend{}
+		b := newHangBackend()
 		tr, err := New(Config{DialContext: b.dial, MaxIdlePerHost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cancelHang(t, tr)
+		cancelHang(t, b, tr)
 		if d, c := b.dialled.Load(), b.closed.Load(); d != 2 || c != 1 {
 			t.Fatalf("after a cancellation: %d dialled, %d closed; want 2 and 1 (one replaced)", d, c)
 		}
@@ -208,8 +217,7 @@ func TestCancellationReplacesConnection(t *testing.T) {
 		// With resp's connection held, /hang dials a third; resp's goes
 		// back idle, which fills MaxIdlePerHost: the cancellation of /hang
 		// replaces nothing.
-		cancel, done := hang(tr)
-		synctest.Wait()
+		cancel, done := hang(b, tr)
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
@@ -227,7 +235,7 @@ func TestCancellationReplacesConnection(t *testing.T) {
 // runs is closed as it arrives, not kept idle.
 func TestReplacementAcrossCloseIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &hangBackend{}
+		b := newHangBackend()
 		tr, err := New(Config{DialContext: b.dial})
 		if err != nil {
 			t.Fatal(err)
@@ -239,9 +247,15 @@ func TestReplacementAcrossCloseIdle(t *testing.T) {
 		}
 		b.dialGate = make(chan struct{})
 		// Hold the idle one, so that the cancellation below finds none idle.
-		cancel, done := hang(tr)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := get(ctx, tr, "http://backend/hang")
+			done <- err
+		}()
 		synctest.Wait() // /hang waits on a dial (the first connection is held by resp)
 		close(b.dialGate)
+		<-b.hung
 		synctest.Wait()
 		b.dialGate = make(chan struct{})
 		cancel()
@@ -265,7 +279,7 @@ func TestReplacementAcrossCloseIdle(t *testing.T) {
 // replaced: the backend may hang.
 func TestDeadlineDoesNotReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &hangBackend{}
+		b := newHangBackend()
 		tr, err := New(Config{DialContext: b.dial})
 		if err != nil {
 			t.Fatal(err)
@@ -289,14 +303,14 @@ func TestDeadlineDoesNotReplace(t *testing.T) {
 // on a new connection, and succeeds.
 func TestReplacementClosedWhileIdleRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &hangBackend{}
+		b := newHangBackend()
 		var n atomic.Int32
 		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if n.Add(1) != 2 {
 				return b.dial(ctx, network, addr)
 			}
 			// The replacement: its server gives up on it before any request.
-			client, server := net.Pipe()
+			client, server := memnet.Pipe()
 			server.Close()
 			return client, nil
 		}
@@ -304,7 +318,7 @@ func TestReplacementClosedWhileIdleRetried(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cancelHang(t, tr)
+		cancelHang(t, b, tr)
 		if n.Load() != 2 {
 			t.Fatalf("%d dials after a cancellation; want 2 (the replacement)", n.Load())
 		}
@@ -329,13 +343,12 @@ func TestReplacementClosedWhileIdleRetried(t *testing.T) {
 // replacements back.
 func TestNoReplacementAfterCloseIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &hangBackend{}
+		b := newHangBackend()
 		tr, err := New(Config{DialContext: b.dial})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cancel, done := hang(tr)
-		synctest.Wait()
+		cancel, done := hang(b, tr)
 		tr.CloseIdleConnections()
 		cancel()
 		<-done
@@ -343,7 +356,7 @@ func TestNoReplacementAfterCloseIdle(t *testing.T) {
 		if d, c := b.dialled.Load(), b.closed.Load(); d != 1 || c != 1 {
 			t.Fatalf("a cancellation after CloseIdleConnections: %d dialled, %d closed; want 1 and 1 (none replaced)", d, c)
 		}
-		cancelHang(t, tr) // dials one, replaced: the pool is in use again
+		cancelHang(t, b, tr) // dials one, replaced: the pool is in use again
 		if d, c := b.dialled.Load(), b.closed.Load(); d != 3 || c != 2 {
 			t.Fatalf("a cancellation after a new request: %d dialled, %d closed; want 3 and 2 (one replaced)", d, c)
 		}

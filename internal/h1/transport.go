@@ -49,6 +49,12 @@ type Config struct {
 	// and the connection is closed. Default DefaultMaxResponseHeaderBytes
 	// (64 KiB).
 	MaxResponseHeaderBytes int64
+
+	// OnUnsolicited, if set, is told of each connection closed because
+	// its backend sent bytes nobody asked for, from the goroutine that
+	// saw them (a request's, or a replacement dial's): it must not block.
+	// Nil: nobody is told.
+	OnUnsolicited func(Unsolicited)
 }
 
 // ErrNotHandled is RoundTrip's error for a request the Transport does not
@@ -64,7 +70,9 @@ type Transport struct {
 	idleTimeout time.Duration
 	maxIdle     int
 	maxHeader   int64
-	hosts       sync.Map // URL.Host -> *hostPool
+	// onUnsolicited is Config.OnUnsolicited.
+	onUnsolicited func(Unsolicited)
+	hosts         sync.Map // URL.Host -> *hostPool
 }
 
 // New validates cfg and returns a Transport.
@@ -76,6 +84,8 @@ func New(cfg Config) (*Transport, error) {
 		idleTimeout: cfg.IdleTimeout,
 		maxIdle:     cfg.MaxIdlePerHost,
 		maxHeader:   cfg.MaxResponseHeaderBytes,
+
+		onUnsolicited: cfg.OnUnsolicited,
 	}
 	switch {
 	case t.dialTimeout < 0:
@@ -191,7 +201,7 @@ func (t *Transport) pool(host string) *hostPool {
 	} else {
 		addr = net.JoinHostPort(h, port)
 	}
-	p, _ := t.hosts.LoadOrStore(host, &hostPool{t: t, addr: addr})
+	p, _ := t.hosts.LoadOrStore(host, &hostPool{t: t, host: host, addr: addr})
 	return p.(*hostPool)
 }
 

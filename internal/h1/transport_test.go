@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/memnet"
 )
 
 const okResp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -284,29 +287,91 @@ func staleServer(t *testing.T, resp string) (*rawServer, chan struct{}) {
 	return s, closed
 }
 
-// A GET that finds its pooled connection closed by the server before any
-// answer is sent again, once, on a new connection; a POST is not.
-func TestIdleClosedByServerRetried(t *testing.T) {
+// A pooled connection the server closed while it was idle (its idle
+// timeout) is seen closed as it is taken: the request, a POST too, goes
+// on a new connection, and nothing fails.
+func TestIdleClosedByServerNotUsed(t *testing.T) {
 	s, closed := staleServer(t, okResp)
 	tr := newTransport(t, Config{})
 	readAll(t, tr, s.URL+"/x")
 	<-closed // the pooled connection is now closed at the server
 	time.Sleep(10 * time.Millisecond)
 	if code, b := readAll(t, tr, s.URL+"/x"); code != 200 || b != "ok" {
-		t.Fatalf("GET on a stale connection: %d %q; want 200 ok", code, b)
+		t.Fatalf("GET after the server closed the idle connection: %d %q; want 200 ok", code, b)
 	}
-	if n := s.accepted.Load(); n != 2 {
-		t.Errorf("%d connections; want 2 (the retry's new one)", n)
-	}
-
 	<-closed
 	time.Sleep(10 * time.Millisecond)
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/x", nil)
-	if _, err := tr.RoundTrip(req); err == nil {
-		t.Errorf("POST on a stale connection succeeded; want its error, not a retry")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("POST after the server closed the idle connection: %v", err)
 	}
-	if n := s.accepted.Load(); n != 2 {
-		t.Errorf("%d connections after the POST; want still 2", n)
+	resp.Body.Close()
+	if n := s.accepted.Load(); n != 3 {
+		t.Errorf("%d connections; want 3 (one per request)", n)
+	}
+}
+
+// lateClose is a pooled connection whose server closes it just after the
+// client looked at it (Buffered says nothing has come), as it is taken:
+// the request written on it fails before any byte of an answer.
+type lateClose struct{ *memnet.Conn }
+
+func (lateClose) Buffered() (int, error) { return 0, nil }
+
+// A GET that fails on a pooled connection closed as it was taken, before
+// any answer, is sent again, once, on a new connection; a POST is not.
+func TestClosedAsTakenRetried(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		ok     bool
+		dials  int32 // the first request's, and the retry's
+	}{{http.MethodGet, true, 2}, {http.MethodPost, false, 1}} {
+		t.Run(c.method, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var (
+					server *memnet.Conn
+					dials  atomic.Int32
+					wg     sync.WaitGroup
+				)
+				dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+					client, s := memnet.Pipe()
+					server = s
+					dials.Add(1)
+					wg.Go(func() {
+						answer(okResp)(s, bufio.NewReader(s))
+						s.Close()
+					})
+					return lateClose{client}, nil
+				}
+				tr, err := New(Config{DialContext: dial})
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := get(context.Background(), tr, "http://backend/x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.ReadAll(resp.Body)
+				resp.Body.Close() // pooled
+				server.Close()
+				synctest.Wait()
+				req, _ := http.NewRequest(c.method, "http://backend/x", nil)
+				resp, err = tr.RoundTrip(req)
+				if c.ok != (err == nil) {
+					t.Fatalf("%s on a connection closed as it was taken: %v", c.method, err)
+				}
+				if err == nil {
+					io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				if n := dials.Load(); n != c.dials {
+					t.Errorf("%d dials; want %d", n, c.dials)
+				}
+				tr.CloseIdleConnections()
+				wg.Wait()
+			})
+		})
 	}
 }
 

@@ -2,12 +2,15 @@ package h1server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,6 +38,10 @@ type conn struct {
 	opened time.Time // when accepted
 
 	writeMoved bool // a handler set the write deadline (WriteTimeout zero: it stays until cleared)
+	// unvetted: the current request is HTTP/1.0 and its header block
+	// could not be looked at for a Transfer-Encoding (see preScan): its
+	// connection closes after the answer.
+	unvetted bool
 
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
@@ -236,11 +243,13 @@ type statusError struct {
 func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.text }
 
 // readRequest reads a request's header block and checks it as net/http's
-// server does after http.ReadRequest.
+// server does after http.ReadRequest, and more strictly where RFC 9112
+// asks: an HTTP/1.0 request with a Transfer-Encoding is refused.
 func (c *conn) readRequest() (*http.Request, error) {
 	if c.bw.Buffered() > 0 {
 		c.cr.held = c.bw
 	}
+	pre := c.preScan()
 	req, err := http.ReadRequest(c.br)
 	hit := c.cr.hit
 	c.cr.remain, c.cr.held = -1, nil
@@ -253,8 +262,32 @@ func (c *conn) readRequest() (*http.Request, error) {
 	if req.ProtoMajor != 1 && !(req.ProtoMajor == 2 && req.ProtoMinor == 0 && req.Method == "PRI" && req.RequestURI == "*") {
 		return nil, statusError{http.StatusHTTPVersionNotSupported, "unsupported protocol version"}
 	}
+	c.unvetted = false
+	if req.ProtoMajor == 1 && req.ProtoMinor == 0 {
+		// http.ReadRequest drops an HTTP/1.0 request's Transfer-Encoding
+		// and reads no body: a chunked one would be parsed as the next
+		// request. RFC 9112 §6.1: its framing is faulty, and the
+		// connection must close after it.
+		switch {
+		case pre.te:
+			return nil, statusError{http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request"}
+		case !pre.whole:
+			c.unvetted = true
+		}
+	}
 	// http.ReadRequest refuses two Host headers, and moves the one to
 	// req.Host unless the target is in absolute form (whose host wins).
+	if req.URL.Host != "" {
+		// As net/http's server, which sees the field before ReadRequest
+		// drops it: a Host field is required all the same (but with
+		// CONNECT), and checked.
+		switch {
+		case req.ProtoAtLeast(1, 1) && req.Method != "CONNECT" && !(pre.whole && pre.host):
+			return nil, statusError{http.StatusBadRequest, "missing required Host header"}
+		case !pre.whole || pre.badHost:
+			return nil, statusError{http.StatusBadRequest, "malformed Host header"}
+		}
+	}
 	if req.URL.Host == "" {
 		if req.Host == "" && req.ProtoAtLeast(1, 1) && req.Method != "PRI" && req.Method != "CONNECT" {
 			// Absent, or empty (which net/http lets through).
@@ -278,6 +311,68 @@ func (c *conn) readRequest() (*http.Request, error) {
 	return req, nil
 }
 
+// preScanned is what preScan found.
+type preScanned struct {
+	whole   bool // the header block was looked at, whole
+	te      bool // it has a Transfer-Encoding field
+	host    bool // it has a Host field
+	badHost bool // one whose value a host and port cannot be
+}
+
+// preScan looks in the bytes buffered at the request about to be read
+// for what http.ReadRequest hides, when it matters: an HTTP/1.0
+// request's Transfer-Encoding (ReadRequest drops the field, and reads no
+// body), and the Host field of a request whose target is not a path or
+// "*" (ReadRequest takes the target's host and drops the field, which
+// net/http's server requires all the same). Any other request costs a
+// search for its request line's end.
+func (c *conn) preScan() (p preScanned) {
+	b, _ := c.br.Peek(c.br.Buffered())
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return p // the request line is not all here
+	}
+	line := bytes.TrimSuffix(b[:i], cr)
+	_, target, _ := bytes.Cut(line, space)
+	if !bytes.HasSuffix(line, http10) && (len(target) == 0 || target[0] == '/' || target[0] == '*') {
+		return p // neither matters
+	}
+	for rest := b[i+1:]; ; {
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			return preScanned{} // a header block larger than the buffer, or on its way
+		}
+		field := bytes.TrimSuffix(rest[:j], cr)
+		rest = rest[j+1:]
+		switch {
+		case len(field) == 0:
+			p.whole = true // the block's end
+			return p
+		case hasName(field, teField):
+			p.te = true
+		case hasName(field, hostField):
+			p.host = true
+			v := strings.Trim(string(field[len(hostField):]), " \t")
+			p.badHost = p.badHost || !httpguts.ValidHostHeader(v)
+		}
+	}
+}
+
+// hasName reports whether field starts with name (and its colon), in
+// any case.
+func hasName(field, name []byte) bool {
+	return len(field) >= len(name) && bytes.EqualFold(field[:len(name)], name)
+}
+
+var (
+	cr     = []byte("\r")
+	space  = []byte(" ")
+	http10 = []byte(" HTTP/1.0")
+	// http.ReadRequest refuses a space before the colon.
+	teField   = []byte("Transfer-Encoding:")
+	hostField = []byte("Host:")
+)
+
 // answerError answers a request that could not be read, as net/http
 // does, before the connection closes.
 func (c *conn) answerError(err error) {
@@ -291,7 +386,7 @@ func (c *conn) answerError(err error) {
 		c.bw.WriteString("HTTP/1.1 " + public + headers + public)
 		c.bw.Flush()
 		c.closeWriteAndWait()
-	case strings.HasPrefix(err.Error(), "unsupported transfer encoding"):
+	case unsupportedTE(err):
 		// Its value is not echoed back: no reflected content.
 		c.bw.WriteString("HTTP/1.1 501 Not Implemented" + headers + "Unsupported transfer encoding")
 		c.bw.Flush()
@@ -307,6 +402,21 @@ func (c *conn) answerError(err error) {
 		c.bw.Flush()
 	}
 }
+
+// unsupportedTE reports whether err is http.ReadRequest's refusal of a
+// transfer coding other than chunked, or of more than one
+// Transfer-Encoding line, which net/http's server answers 501. Its type
+// is unexported: it is learned from ReadRequest itself, and
+// TestUnsupportedTEErrorType fails if a Go release gives other errors
+// the same type.
+func unsupportedTE(err error) bool {
+	return reflect.TypeOf(err) == teErrorType()
+}
+
+var teErrorType = sync.OnceValue(func() reflect.Type {
+	_, err := http.ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: x\r\n\r\n")))
+	return reflect.TypeOf(err)
+})
 
 func isReadError(err error) bool {
 	var oe *net.OpError
@@ -362,9 +472,16 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		}
 		c.nc.SetReadDeadline(end)
 	}
-	if expect := req.Header.Get("Expect"); hasToken(expect, "100-continue") {
+	if c.unvetted {
+		w.wants10KeepAlive = false // its framing is in doubt
+	}
+	if expect := req.Header["Expect"]; len(expect) == 1 && strings.EqualFold(textproto.TrimString(expect[0]), "100-continue") {
 		w.body.expect = req.Body != http.NoBody && req.ProtoAtLeast(1, 1)
-	} else if expect != "" {
+	} else if len(expect) > 0 {
+		// An expectation other than one 100-continue: 417. Stricter than
+		// net/http, which finds the token anywhere in the value (between
+		// spaces too) and ignores an empty one. (strings.EqualFold folds
+		// no byte of "100-continue" to a non-ASCII one.)
 		w.header.Set("Connection", "close")
 		w.closeAfter = true
 		w.WriteHeader(http.StatusExpectationFailed)

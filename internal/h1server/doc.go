@@ -9,11 +9,28 @@
 // Contract (Server), as net/http's http.Server with the same settings:
 //   - Requests are parsed by http.ReadRequest, with net/http's server's
 //     own checks after it (header names and values valid, HTTP/1.x only,
-//     a Host on HTTP/1.1: one, not empty, unless the target is in
-//     absolute form, whose host wins). A header block over MaxHeaderBytes
+//     one valid Host field on HTTP/1.1, not empty, and required with a
+//     target in absolute form too, whose host wins; with CONNECT, valid
+//     if present); what ReadRequest drops from a request (the Host field
+//     of such a target, an HTTP/1.0 request's Transfer-Encoding) is
+//     looked for in the bytes buffered before it parses them. A header block over MaxHeaderBytes
 //     (plus 4 KiB, as net/http) is answered 431, a transfer coding other
-//     than chunked 501, any other malformed request 400, each with the
-//     connection closed; an Expect other than 100-continue 417.
+//     than chunked, or two Transfer-Encoding lines, 501, any other
+//     malformed request 400, each with the connection closed; an Expect
+//     other than one 100-continue 417.
+//   - Never laxer than net/http's server (FuzzServers says so), and
+//     stricter where RFC 9112 asks: an empty Host is refused (net/http
+//     serves it); an HTTP/1.0 request with a Transfer-Encoding is refused
+//     400 and its connection closed (http.ReadRequest drops the field and
+//     reads no body, so net/http serves its chunked body as the next
+//     request), and one whose header block did not fit the 4 KiB buffer
+//     to be looked at has its connection closed after the answer; an
+//     Expect with other tokens, or empty, is 417 (net/http finds the
+//     token anywhere, ignores an empty one); Connection tokens are read
+//     as net/http reads them (ASCII case and space only). A stray CRLF
+//     before a request is answered 400 at once, where net/http waits for
+//     four bytes before it reads a request and then answers 400 too (but
+//     after a POST, whose CRLF it skips).
 //   - Time limits: ReadHeaderTimeout from a request's first byte to its
 //     header's end, ReadTimeout to the end of its body, WriteTimeout for
 //     its answer from its header's end (the handler may move it with

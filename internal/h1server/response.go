@@ -52,9 +52,14 @@ func (w *response) reset(req *http.Request) {
 	w.status, w.committed, w.chunked, w.toClose, w.closeAfter = 0, false, false, false, false
 	w.clen, w.written, w.err, w.handlerDone = -1, 0, nil, false
 	w.isHEAD, w.http11 = req.Method == http.MethodHead, req.ProtoAtLeast(1, 1)
-	conn := req.Header["Connection"]
-	w.wantsClose = hasTokenIn(conn, "close")
-	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && hasTokenIn(conn, "keep-alive")
+	// The request's tokens as net/http's server reads them, which it does
+	// two ways: close in any Connection line's list (req.Close), or as a
+	// word of the first; keep-alive as a word of the first only. A wider
+	// reading could keep a connection that net/http would close, and
+	// serve what follows as a request.
+	conn := req.Header.Get("Connection")
+	w.wantsClose = req.Close || hasToken(conn, "close")
+	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && hasToken(conn, "keep-alive")
 	if w.pending == nil {
 		w.pending = make([]byte, 0, bufferBeforeChunking)
 	}
@@ -482,22 +487,38 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// hasToken reports whether the comma-separated list v holds token,
-// case-insensitively.
+// hasToken reports whether token is a word of v: between its ends,
+// spaces, tabs or commas, in any ASCII case (net/http's reading of a
+// Connection value, which finds "close" in "foo close" too).
 func hasToken(v, token string) bool {
-	for part := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(part), token) {
+	for i := 0; i+len(token) <= len(v); i++ {
+		if (i == 0 || isTokenBoundary(v[i-1])) && (i+len(token) == len(v) || isTokenBoundary(v[i+len(token)])) &&
+			asciiEqualFold(v[i:i+len(token)], token) {
 			return true
 		}
 	}
 	return false
 }
 
-func hasTokenIn(vs []string, token string) bool {
-	for _, v := range vs {
-		if hasToken(v, token) {
-			return true
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+
+// asciiEqualFold is strings.EqualFold for ASCII letters only: "\u212A"
+// (the Kelvin sign) is not "k" here, as it is not to net/http.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+func lower(b byte) byte {
+	if 'A' <= b && b <= 'Z' {
+		return b + 'a' - 'A'
+	}
+	return b
 }

@@ -134,10 +134,13 @@ func TestRefusedBeforeTheHandler(t *testing.T) {
 		req  string
 		code int
 	}{
-		{"GET / HTTP/1.1\r\n\r\n", 400},                                       // no Host
-		{"GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n", 400},                 // two
-		{"GET / HTTP/1.1\r\nHost: h\r\nX-A : 1\r\n\r\n", 400},                 // space before the colon
-		{"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501}, // unknown coding
+		{"GET / HTTP/1.1\r\n\r\n", 400},                                                                        // no Host
+		{"GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n", 400},                                                  // two
+		{"GET / HTTP/1.1\r\nHost: h\r\nX-A : 1\r\n\r\n", 400},                                                  // space before the colon
+		{"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501},                                  // unknown coding
+		{"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501}, // two lines, as net/http
+		{"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},                                          // RFC 9112 §6.1 (net/http drops the field)
+		{"GET / HTTP/1.1\r\nHost:\r\n\r\n", 400},                                                               // empty (net/http serves it)
 		{"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
 		{"GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505},
 		{"GET / HTTP/1.1\r\nHost: h\r\nExpect: teapot\r\n\r\n", 417}, // the handler does not run for it either
