@@ -60,7 +60,7 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 		if w := int(x.tally.winner); x.tally.decided && w >= 0 {
 			// By the request's view: its index names a replica of the
 			// configuration it was served under, whatever a Reload did.
-			attrs = append(attrs, slog.String("replica", x.v.cfg.Backends[x.tally.replica[w]]))
+			attrs = append(attrs, slog.String("replica", x.rt.pool.backends[x.tally.replica[w]]))
 			hedgeWon = w > 0
 		}
 	}

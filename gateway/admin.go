@@ -20,6 +20,9 @@ import (
 //	/metrics         Prometheus text format
 //	/debug/replicas  JSON: the mode, each replica's breaker, latency, probation and counts, the hedger's state,
 //	                 and the discovered names
+//	/debug/routes    JSON: each route (the top-level settings' "default" first): its match, pool and settings,
+//	                 and each class of its reads: reads, p50/p95/p99, the delay in force, hedges sent and
+//	                 won, the gate's state and reason
 //	/debug/partitions  JSON, in affinity mode: where the key is, each partition's owners, each replica's load,
 //	                 recent moves with their reasons, hot keys (404 when affinity mode is off)
 func (g *Gateway) Admin() http.Handler {
@@ -55,6 +58,7 @@ func (g *Gateway) Admin() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(g.Debug(time.Now()))
 	})
+	mux.HandleFunc("GET /debug/routes", g.serveRoutes)
 	mux.HandleFunc("GET /debug/partitions", g.servePartitions)
 	return mux
 }
@@ -183,10 +187,10 @@ type InFlight struct {
 // Debug returns the gateway's state at now.
 func (g *Gateway) Debug(now time.Time) DebugState {
 	v := g.view.Load()
-	st := g.busiestClass() // evaluates the gate if that is due
+	st := summarize(v.def.keep.classes).busiest // evaluates the gates if that is due
 	d := DebugState{
 		Mode:     ModeHedge,
-		Replicas: v.set.Snapshot(now),
+		Replicas: v.snapshot(now),
 		Hedge: HedgeState{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
 			GateOpen: st.Gate.Open(), WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
@@ -197,10 +201,10 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max.Load(),
 			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max.Load(),
 		},
-		Probation: g.probationState(v.set),
+		Probation: g.probationState(v.defaultPool().set),
 		Discovery: g.discovered(),
 	}
-	if g.tied {
+	if v.def.tied {
 		d.Mode = ModeTied
 		d.Tied = &TiedState{DelayMs: ms(max(v.cfg.TiedDelay, 0)), TiedCounts: g.metrics.tied()}
 	}
@@ -232,26 +236,14 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.metrics.registry }
 
 var _ hedge.Steering = (*exchange)(nil)
 
-// busiestClass returns the Stats of the class of read with the most
-// operations in its gate's window (the only one, on most gateways): the
-// figures /debug/replicas and the hedge gauges show.
-func (g *Gateway) busiestClass() hedge.Stats {
-	var best hedge.Stats
-	found := false
-	for _, c := range g.classes.List() {
-		st := c.Hedger.Stats()
-		if !found || st.Operations > best.Operations {
-			best, found = st, true
+// snapshot returns the state of every pool's replicas at now, the default
+// pool's first.
+func (v *view) snapshot(now time.Time) []replica.State {
+	out := v.defaultPool().set.Snapshot(now)
+	for _, rt := range v.routes {
+		if p := rt.pool; p != v.defaultPool() && p.name == rt.name {
+			out = append(out, p.set.Snapshot(now)...)
 		}
 	}
-	if !found {
-		// No read yet: what the first would use.
-		p := g.classes.Policy()
-		best.Delay = p.Delay
-		if best.Delay == 0 {
-			best.Delay = p.Adaptive.Warmup
-		}
-		best.Credits = g.budget.Credits()
-	}
-	return best
+	return out
 }

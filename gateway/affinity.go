@@ -153,44 +153,54 @@ func (k keySource) String() string {
 	return "path"
 }
 
-// affinity is affinity mode's state, for the gateway's life.
-type affinity struct {
-	table *partition.Table
+// affinityRounds runs the rebalancing rounds of the pools read by key,
+// on a goroutine of its own started by the first view that has one (see
+// follow), every RebalanceEvery, over the tables of the view in force.
+type affinityRounds struct {
+	g     *Gateway
 	every time.Duration
 
 	keyless   prometheus.Counter // reads without a key
 	fallbacks prometheus.Counter // attempts sent outside their key's replicas
 
+	mu       sync.Mutex
+	started  bool // the rounds' goroutine was started
+	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
 }
 
-// newAffinity builds affinity mode's table over backends. The rounds
-// start with start.
-func newAffinity(a *Affinity, backends []string) (*affinity, error) {
-	t, err := partition.New(backends, a.Partitions)
-	if err != nil {
-		return nil, fmt.Errorf("%w: affinity: %w", ErrInvalid, err)
+func (a *affinityRounds) init(g *Gateway, cfg Config) {
+	a.g = g
+	a.every = DefaultRebalanceEvery
+	if cfg.Affinity != nil {
+		a.every = cfg.Affinity.RebalanceEvery
 	}
-	return &affinity{
-		table: t,
-		every: a.RebalanceEvery,
-		keyless: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tailgate_affinity_keyless_total",
-			Help: "Reads in affinity mode without a key (the query parameter or header absent or empty), routed as without affinity.",
-		}),
-		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tailgate_affinity_fallbacks_total",
-			Help: "Attempts (primaries, hedges, retries) in affinity mode sent outside their key's replicas because none of those admitted one (breaker open, on probation, or already tried).",
-		}),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}, nil
+	a.keyless = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_affinity_keyless_total",
+		Help: "Reads in affinity mode without a key (the query parameter or header absent or empty), routed as without affinity.",
+	})
+	a.fallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_affinity_fallbacks_total",
+		Help: "Attempts (primaries, hedges, retries) in affinity mode sent outside their key's replicas because none of those admitted one (breaker open, on probation, or already tried).",
+	})
+	a.stop, a.done = make(chan struct{}), make(chan struct{})
 }
 
-// start runs a rebalancing round every a.every until close.
-func (a *affinity) start() {
+// follow starts the rounds once v has a table.
+func (a *affinityRounds) follow(v *view) {
+	if len(v.tables()) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started || a.closed {
+		return
+	}
+	a.started = true
+	// Affinity mode's series appear with it.
+	a.g.metrics.registry.MustRegister(a.keyless, a.fallbacks, partitionCollector{a.g})
 	go func() {
 		defer close(a.done)
 		tick := time.NewTicker(a.every)
@@ -200,16 +210,38 @@ func (a *affinity) start() {
 			case <-a.stop:
 				return
 			case now := <-tick.C:
-				a.table.RebalanceAt(now)
+				for _, t := range a.g.view.Load().tables() {
+					t.RebalanceAt(now)
+				}
 			}
 		}
 	}()
 }
 
 // close stops the rounds and waits for the goroutine to end.
-func (a *affinity) close() {
+func (a *affinityRounds) close() {
+	a.mu.Lock()
+	started := a.started
+	a.closed = true // none from now on
+	a.mu.Unlock()
 	a.stopOnce.Do(func() { close(a.stop) })
-	<-a.done
+	if started {
+		<-a.done
+	}
+}
+
+// tables returns the partition tables of v's pools read by key, by pool.
+func (v *view) tables() map[string]*partition.Table {
+	var ts map[string]*partition.Table
+	for _, rt := range append([]*route{v.def}, v.routes...) {
+		if rt.affinity != nil {
+			if ts == nil {
+				ts = map[string]*partition.Table{}
+			}
+			ts[rt.pool.name] = rt.affinity
+		}
+	}
+	return ts
 }
 
 // affinityRead is one read's affinity: its key, the indices, in the
@@ -221,47 +253,50 @@ type affinityRead struct {
 	fallbacks int
 }
 
-// route looks up r's key and its replicas for exchange x, at now (the
-// read's arrival). Without a key, x routes as without affinity.
-func (a *affinity) route(x *exchange, r *http.Request, now time.Time) {
-	key := x.v.affinityKey.of(r)
+// routeByKey looks up r's key and its replicas, at now (the read's
+// arrival), and returns them for the read's route (nil: without a key,
+// the read routes as without affinity).
+func (x *exchange) routeByKey(r *http.Request, now time.Time) []int {
+	key := x.rt.affinityKey.of(r)
 	if key == "" {
-		a.keyless.Inc()
-		return
+		x.g.affinity.keyless.Inc()
+		return nil
 	}
-	o := a.table.OwnersAt(key, now)
+	o := x.rt.affinity.OwnersAt(key, now)
 	ar := &affinityRead{key: key, among: make([]int, 0, len(o.Replicas))}
 	for _, name := range o.Replicas {
 		// A name the view does not know is a replica a reload is adding
 		// or removing as the read arrives: skipped.
-		if i, ok := x.v.index[name]; ok {
+		if i, ok := x.rt.pool.index[name]; ok {
 			ar.among = append(ar.among, i)
 		}
 	}
 	x.aff = ar
+	if len(ar.among) == 0 {
+		return nil
+	}
+	return ar.among
 }
 
-// record counts x's read, which arrived at now, for its key's partition,
-// its replica and the hot-key sketch, once it is decided, and the
-// attempts that left the key's replicas.
-func (a *affinity) record(x *exchange, now time.Time) {
+// recordKey counts x's read, which arrived at now, for its key's
+// partition, its replica and the hot-key sketch, once it is decided, and
+// the attempts that left the key's replicas.
+func (x *exchange) recordKey(now time.Time) {
 	if x.aff == nil || !x.started {
 		return
 	}
-	a.fallbacks.Add(float64(x.aff.fallbacks))
+	x.g.affinity.fallbacks.Add(float64(x.aff.fallbacks))
 	name := ""
 	if w := int(x.tally.winner); x.tally.decided && w >= 0 {
-		name = x.v.cfg.Backends[x.tally.replica[w]]
+		name = x.rt.pool.backends[x.tally.replica[w]]
 	}
-	a.table.RecordAt(x.aff.key, name, now)
+	x.rt.affinity.RecordAt(x.aff.key, name, now)
 }
 
-// Partitions returns affinity mode's partition table, or nil when the
-// gateway is not in affinity mode. Its membership follows the backends
-// (Reload, SetBackends): do not call its SetReplicas.
+// Partitions returns the partition table of the top-level Backends'
+// pool, or nil when no read of that pool is read by key. Its membership
+// follows the backends (Reload, SetBackends): do not call its
+// SetReplicas.
 func (g *Gateway) Partitions() *partition.Table {
-	if g.aff == nil {
-		return nil
-	}
-	return g.aff.table
+	return g.view.Load().def.affinity
 }

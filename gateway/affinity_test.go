@@ -399,8 +399,11 @@ func TestAffinityReload(t *testing.T) {
 		cfg := g.view.Load().cfg
 		off := cfg
 		off.Affinity = nil
-		if _, err := g.Reload(off); err == nil || !strings.Contains(err.Error(), "turned on or off") {
-			t.Errorf("turning affinity off: %v", err)
+		if _, err := g.Reload(off); err != nil || g.Partitions() != nil {
+			t.Errorf("turning affinity off: %v, table %v", err, g.Partitions())
+		}
+		if _, err := g.Reload(cfg); err != nil || g.Partitions() == nil {
+			t.Fatalf("turning affinity back on: %v", err)
 		}
 		more := cfg
 		more.Affinity = &Affinity{Key: "path", RebalanceEvery: time.Hour, Partitions: partition.Config{Owners: 3}}
@@ -428,7 +431,7 @@ func TestAffinityOffCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if g.Partitions() != nil || g.aff != nil {
+	if g.Partitions() != nil || len(g.view.Load().tables()) != 0 {
 		t.Error("affinity state without Config.Affinity")
 	}
 }

@@ -29,19 +29,26 @@ type PartitionsState struct {
 	partition.Snapshot
 }
 
-// PartitionsState returns affinity mode's state; ok is false when the gateway
-// is not in affinity mode.
+// PartitionsState returns affinity mode's state over the top-level
+// Backends' pool; ok is false when none of its reads is read by key.
 func (g *Gateway) PartitionsState() (s PartitionsState, ok bool) {
-	if g.aff == nil {
+	v := g.view.Load()
+	var rt *route
+	for _, r := range append([]*route{v.def}, v.routes...) {
+		if r.pool == v.defaultPool() && r.affinity != nil {
+			rt = r
+			break
+		}
+	}
+	if rt == nil {
 		return s, false
 	}
-	v := g.view.Load()
 	return PartitionsState{
-		Key:              v.affinityKey.String(),
-		RebalanceEveryMs: ms(g.aff.every),
-		Keyless:          counterInt(g.aff.keyless),
-		Fallbacks:        counterInt(g.aff.fallbacks),
-		Snapshot:         g.aff.table.Snapshot(),
+		Key:              rt.affinityKey.String(),
+		RebalanceEveryMs: ms(g.affinity.every),
+		Keyless:          counterInt(g.affinity.keyless),
+		Fallbacks:        counterInt(g.affinity.fallbacks),
+		Snapshot:         rt.affinity.Snapshot(),
 	}, true
 }
 
@@ -60,15 +67,16 @@ func (g *Gateway) servePartitions(w http.ResponseWriter, _ *http.Request) {
 
 var (
 	descPartitionMoves = prometheus.NewDesc("tailgate_partition_moves_total",
-		"Partitions moved off a replica whose load exceeded the load bound, to the least loaded replica that could take them (affinity mode; the reasons are in /debug/partitions).", nil, nil)
+		"Partitions moved off a replica whose load exceeded the load bound, to the least loaded replica that could take them (affinity mode; the reasons are in /debug/partitions).", []string{"pool"}, nil)
 	descHotKeys = prometheus.NewDesc("tailgate_hot_keys",
-		"Keys read from more replicas than their partition's owners because they are hot (affinity mode).", nil, nil)
+		"Keys read from more replicas than their partition's owners because they are hot (affinity mode).", []string{"pool"}, nil)
 	descLoadImbalance = prometheus.NewDesc("tailgate_partition_load_imbalance",
-		"The busiest replica's read rate over the mean, as the last rebalancing round measured the reads each replica served (affinity mode; 0 before any read).", nil, nil)
+		"The busiest replica's read rate over the mean, as the last rebalancing round measured the reads each replica served (affinity mode; 0 before any read).", []string{"pool"}, nil)
 )
 
-// partitionCollector reports the partition table's series at scrape time.
-type partitionCollector struct{ t *partition.Table }
+// partitionCollector reports the partition tables' series at scrape
+// time, by pool.
+type partitionCollector struct{ g *Gateway }
 
 func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPartitionMoves
@@ -77,8 +85,10 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.t.Snapshot()
-	ch <- prometheus.MustNewConstMetric(descPartitionMoves, prometheus.CounterValue, float64(s.MovesTotal))
-	ch <- prometheus.MustNewConstMetric(descHotKeys, prometheus.GaugeValue, float64(len(s.HotKeys)))
-	ch <- prometheus.MustNewConstMetric(descLoadImbalance, prometheus.GaugeValue, s.ServedMaxOverMean)
+	for pool, t := range c.g.view.Load().tables() {
+		s := t.Snapshot()
+		ch <- prometheus.MustNewConstMetric(descPartitionMoves, prometheus.CounterValue, float64(s.MovesTotal), pool)
+		ch <- prometheus.MustNewConstMetric(descHotKeys, prometheus.GaugeValue, float64(len(s.HotKeys)), pool)
+		ch <- prometheus.MustNewConstMetric(descLoadImbalance, prometheus.GaugeValue, s.ServedMaxOverMean, pool)
+	}
 }

@@ -61,11 +61,23 @@ type Config struct {
 	Backends []string
 
 	// Policy is the hedging policy. The zero Policy hedges after an
-	// adaptive delay (p95 of recent latencies), at most one hedge per
-	// request, within a budget of 10% extra attempts (burst 10), with the
-	// overload gate on. Unless Policy.Gate.Load is set, the gate also
-	// weighs the gateway's limits and breakers. With Tied, see there.
+	// adaptive delay (the p90 of recent latencies: the quantile follows
+	// the budget), at most one hedge per read, within a budget of 10%
+	// extra attempts (burst 10), with the overload gate on. Each class of
+	// read (its method and path template, or its Route's Class) learns
+	// its own latencies, delay and gate; a pool's reads share its
+	// budget, whose rates are Policy.Budget's (the Budget itself is not
+	// used: each pool has its own). Unless Policy.Gate.Load is set, the
+	// gate also weighs the gateway's limits and the pool's breakers. With
+	// Tied, see there.
 	Policy hedge.Policy
+
+	// Routes give classes of reads settings of their own: a pool of
+	// backends, a delay, attempts, a timeout, a budget, tied or affinity
+	// mode, a name for metrics (see Route). The first route that matches
+	// a read takes it; the reads none matches take the settings above,
+	// as the route "default".
+	Routes []Route
 
 	// Tied sends every read as a tied request (package tied) instead of
 	// hedging it: a second copy TiedDelay after the first, to the replica
@@ -346,6 +358,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: affinity: negative rebalance interval %v", ErrInvalid, a.RebalanceEvery)
 		}
 		c.Affinity = &a
+	}
+	if err := c.checkRouteFields(seen); err != nil {
+		return c, err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

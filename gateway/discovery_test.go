@@ -49,8 +49,9 @@ func TestSetBackendsKeepsTheRest(t *testing.T) {
 		if v.cfg.Timeout != 3*time.Second || g.requests.max.Load() != 7 || v.cfg.Policy.Delay != 2*time.Millisecond {
 			t.Errorf("the last reload's settings lost: timeout %v, max requests %d, delay %v", v.cfg.Timeout, g.requests.max.Load(), v.cfg.Policy.Delay)
 		}
-		if g.Classes() != classes || g.Classes().Budget().Credits() != credits || g.budget.Fraction() != 0.5 || g.budget.Burst() != 20 {
-			t.Errorf("classes or budget changed: credits %v -> %v, rates %v/%v", credits, g.Classes().Budget().Credits(), g.budget.Fraction(), g.budget.Burst())
+		b := g.Classes().Budget()
+		if g.Classes() != classes || b.Credits() != credits || b.Fraction() != 0.5 || b.Burst() != 20 {
+			t.Errorf("classes or budget changed: credits %v -> %v, rates %v/%v", credits, b.Credits(), b.Fraction(), b.Burst())
 		}
 		now := time.Now()
 		after := g.Replicas().Snapshot(now)

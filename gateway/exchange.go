@@ -26,7 +26,8 @@ import (
 // the run-to-run noise).
 type exchange struct {
 	g       *Gateway
-	v       *view // the configuration the read arrived under, to its end
+	v       *view  // the configuration the read arrived under, to its end
+	rt      *route // the route that took it
 	req     http.Request
 	url     url.URL
 	route   replica.Route // picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
@@ -48,8 +49,8 @@ type exchange struct {
 // with its own URL, the headers to forward, deadlineValue as the
 // primary's Tailgate-Timeout (nil: the deadline Transport writes it) and
 // no body.
-func (g *Gateway) newExchange(v *view, r *http.Request, deadlineValue []string) *exchange {
-	x := &exchange{g: g, v: v}
+func (g *Gateway) newExchange(v *view, rt *route, r *http.Request, deadlineValue []string) *exchange {
+	x := &exchange{g: g, v: v, rt: rt}
 	out := &x.req
 	*out = *r
 	x.url = targetURL(r)
@@ -138,7 +139,7 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, error) {
 // here, and carries its trace context.
 func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
 	tiedCopy := x.route.Tied(a.Index)
-	if x.g.tied {
+	if x.rt.tied {
 		x.stampTie(a, out)
 	}
 	if x.trace != nil {
@@ -149,7 +150,7 @@ func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
 		case a.Index > 0:
 			role = roleHedge
 		}
-		x.trace.startAttempt(a, role, replicaLabel(x.v.cfg.Backends[a.Target]), tiedCopy, out)
+		x.trace.startAttempt(a, role, replicaLabel(x.rt.pool.backends[a.Target]), tiedCopy, out)
 	}
 }
 
@@ -166,7 +167,7 @@ func (x *exchange) Suppressed(a hedge.Attempt, reason hedge.SuppressReason) {
 // replica's breaker and latency, and its slot is freed.
 func (x *exchange) Done(a hedge.Attempt, r hedge.Result) {
 	resp, verdict := r.Response, r.Verdict
-	if x.g.tied {
+	if x.rt.tied {
 		x.tiedDone(a, resp)
 	}
 	o, elapsed := r.ReplicaOutcome()
@@ -180,7 +181,7 @@ func (x *exchange) Done(a hedge.Attempt, r hedge.Result) {
 		reason := failureReason(resp, verdict)
 		x.g.metrics.attemptFailed(reason)
 		if reason == failTLS {
-			x.g.logTLS(x.v.cfg.Backends[a.Target], verdict)
+			x.g.logTLS(x.rt.pool.backends[a.Target], verdict)
 		}
 	}
 }

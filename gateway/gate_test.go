@@ -103,7 +103,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		// Why it reopened: how long it was shut, and the figures its
 		// signals are judged on.
 		log.mu.Lock()
-		reopened := regexp.MustCompile(`msg="overload gate reopened: hedges for late answers resume" class="GET /item/{id}" shutFor=(\S+) state=open evidence="hedges won [1-9]\d* of \d+; [^"]*% of the concurrency limit in use; 0% of the replicas unavailable"`).FindStringSubmatch(log.b.String())
+		reopened := regexp.MustCompile(`msg="overload gate reopened: hedges for late answers resume" route=default class="GET /item/{id}" shutFor=(\S+) state=open evidence="hedges won [1-9]\d* of \d+; [^"]*% of the concurrency limit in use; 0% of the replicas unavailable"`).FindStringSubmatch(log.b.String())
 		log.mu.Unlock()
 		if reopened == nil {
 			t.Errorf("no reopening line with its evidence")

@@ -23,13 +23,12 @@ import (
 // Create it with New; it is safe for concurrent use. Reload changes its
 // configuration while it serves.
 type Gateway struct {
-	// view is the configuration in force, with the replica set and the
-	// engine's transport built for it (see view). A request loads it once.
+	// view is the configuration in force, with the pools and routes built
+	// for it (see view). A request loads it once.
 	view     atomic.Pointer[view]
 	reloadMu sync.Mutex // serialises Reload
+	keep     lasting    // what outlives views; under reloadMu (see lasting)
 
-	classes   *hedge.Classes // a Hedger per class of read (see hedge.Classes), for life (Reload updates them)
-	budget    *hedge.Budget  // the classes', for life (Reload changes its rates)
 	base      http.RoundTripper
 	tls       *backendTLS // the TLS that base dials with; nil with a Base of the caller's
 	requests  limiter
@@ -56,12 +55,13 @@ type Gateway struct {
 	// Shadow requests to replicas on probation (see shadow.go).
 	shadows shadows
 
-	// tied: reads are tied requests (Config.Tied), for the gateway's life.
-	tied bool
+	// affinity runs the rebalancing rounds of the pools read by key (see
+	// affinity.go).
+	affinity affinityRounds
 
-	// aff is affinity mode's state (Config.Affinity), for the gateway's
-	// life; nil when it is off.
-	aff *affinity
+	// slowClasses remembers the classes whose median latency is above
+	// their route's fixed hedge delay, to warn of each once (see serve).
+	slowClasses sync.Map // route + " " + class -> struct{}
 }
 
 // stampSlack is the deadline Transport's Slack: the primary's
@@ -87,66 +87,34 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{log: cfg.Logger, epoch: time.Now(), tied: cfg.Tied}
+	windows, err := checkRoutes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{log: cfg.Logger, epoch: time.Now()}
 	g.accessLog.init(cfg)
 	g.tracing = newTracing(cfg.TracerProvider)
 	g.states.init()
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
 	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
-	if cfg.Affinity != nil {
-		if g.aff, err = newAffinity(cfg.Affinity, cfg.Backends); err != nil {
-			return nil, err
-		}
-	}
 	g.metrics = newMetrics(g)
-	policy, err := g.policy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	policy.Observer = chainObservers(g.metrics, policy.Observer)
-	if policy.Gate.Load == nil {
-		policy.Gate.Load = g.load // the limits and breakers: overload the engine cannot see
-	}
-	if g.classes, err = hedge.NewClasses(policy); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	g.budget = g.classes.Budget()
-	g.metrics.registerBudget(g.budget)
 	g.base = cfg.Base
 	if g.base == nil {
 		g.tls = newBackendTLS(dialBackend, cfg.BackendTLS)
 		g.base = newBase(cfg, g.tls, g.unsolicited)
 	}
-	warnMixed(g.log, cfg.Backends, nil)
-	set, err := replica.New(cfg.Backends, g.replicaConfig(cfg.Replica))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	v, err := g.newView(cfg, g.classes.Policy(), set)
+	v, keep, err := g.newView(cfg, lasting{}, windows)
 	if err != nil {
 		return nil, err
 	}
+	g.keep = keep
+	warnMixed(g.log, v.backends(), nil)
+	g.metrics.viewChanged(nil, v)
 	g.view.Store(v)
 	g.shadows.init(cfg)
-	if g.aff != nil {
-		g.aff.start()
-	}
+	g.affinity.init(g, cfg)
+	g.affinity.follow(v)
 	return g, nil
-}
-
-// policy returns the engine's policy for cfg: cfg.Policy with the
-// gateway's timeout, and tied mode's settings (see initTied).
-func (g *Gateway) policy(cfg Config) (hedge.Policy, error) {
-	p := cfg.Policy
-	if p.Timeout == 0 {
-		p.Timeout = cfg.Timeout // the engine's own deadline: no extra context per request
-	}
-	if cfg.Tied {
-		if err := tiedPolicy(cfg, &p); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
 }
 
 // Close cancels the shadow requests in flight and waits for them to end,
@@ -156,35 +124,38 @@ func (g *Gateway) policy(cfg Config) (hedge.Policy, error) {
 // Gateway keeps answering them.
 func (g *Gateway) Close() {
 	g.shadows.close()
-	if g.aff != nil {
-		g.aff.close() // affinity mode's rebalancing rounds
-	}
+	g.affinity.close() // affinity mode's rebalancing rounds
 	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
 
-// load reports, for the overload gate, how full the gateway's limits are
-// (the fuller of the request and attempt limits) and the share of replicas
-// that would refuse an attempt now (breaker open, or its half-open probe
-// out).
-func (g *Gateway) load() hedge.Load {
-	inUse := max(float64(g.requests.inUse())/float64(g.requests.max.Load()), float64(g.attempts.inUse())/float64(g.attempts.max.Load()))
-	set := g.view.Load().set
-	n := set.Len()
-	return hedge.Load{
-		InUse:       min(inUse, 1),
-		Unavailable: float64(n-set.Available(time.Now())) / float64(n),
+// poolLoad returns, for the overload gate of the routes over pool name,
+// how full the gateway's limits are (the fuller of the request and
+// attempt limits) and the share of the pool's replicas that would refuse
+// an attempt now (breaker open, or its half-open probe out): overload the
+// engine cannot see. One pool's replicas down do not gate another's
+// hedges.
+func (g *Gateway) poolLoad(name string) func() hedge.Load {
+	return func() hedge.Load {
+		inUse := max(float64(g.requests.inUse())/float64(g.requests.max.Load()), float64(g.attempts.inUse())/float64(g.attempts.max.Load()))
+		l := hedge.Load{InUse: min(inUse, 1)}
+		if p := g.view.Load().pools[name]; p != nil {
+			n := p.set.Len()
+			l.Unavailable = float64(n-p.set.Available(time.Now())) / float64(n)
+		}
+		return l
 	}
 }
 
-// Classes returns the hedging engine's Hedgers, one per class of read.
-func (g *Gateway) Classes() *hedge.Classes { return g.classes }
+// Classes returns the hedging engine's Hedgers of the reads no Route
+// takes, one per class of read.
+func (g *Gateway) Classes() *hedge.Classes { return g.view.Load().def.keep.classes }
 
-// Replicas returns the replica set in force: after a Reload, the set's next
-// generation (see replica.Set.Next). Do not call its Next: membership
-// changes through Reload.
-func (g *Gateway) Replicas() *replica.Set { return g.view.Load().set }
+// Replicas returns the replica set of the top-level Backends in force:
+// after a Reload, the set's next generation (see replica.Set.Next). Do not
+// call its Next: membership changes through Reload.
+func (g *Gateway) Replicas() *replica.Set { return g.view.Load().defaultPool().set }
 
 // ServeHTTP proxies one read.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +166,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := g.serve(w, r, start, rt)
 	took := time.Since(start)
-	g.metrics.observeRequest(s.code, took)
+	s.rt.m.observeRequest(s.code, took)
 	if g.accessLog.log != nil {
 		g.logAccess(r, took, s)
 	}
@@ -222,31 +193,34 @@ const (
 // served is what serve did with a request, for the metrics and the
 // access log: the status written (0: none, the client left first), the
 // body's length, why the request was refused or failed (see
-// accessReasons; "" when it was answered), and its exchange (nil when
-// refused before any attempt).
+// accessReasons; "" when it was answered), its route, its class (nil when
+// refused before it was known) and its exchange (nil when refused before
+// any attempt).
 type served struct {
 	code   int
 	bytes  int64
 	reason string
+	rt     *route
+	h      *hedge.Hedger
 	x      *exchange
 }
 
 // serve handles r, which arrived at start, and says what it did (see
-// served); rt is its trace (nil: not traced). It reads top to bottom:
-// admission (what a read may be, the request limit, the client's
-// deadline, the attempt limit), forwarding through the engine, which x
-// steers, and the response.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time, rt *readTrace) served {
+// served); tr is its trace (nil: not traced). It reads top to bottom: the
+// route that takes the read, admission (what a read may be, the request
+// limit, its class, the client's deadline, the attempt limit), forwarding
+// through the engine, which the exchange steers, and the response.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time, tr *readTrace) (s served) {
 	// The configuration in force as the request arrived: it serves the
 	// request to the end (picks, targets, outcomes, the access log's
 	// replica), whatever a Reload does meanwhile.
 	v := g.view.Load()
+	rt := v.routeOf(r)
+	defer func() { s.rt = rt }()
 	// What a read may be comes first, before the request limit: the checks
 	// cost nothing, and a request that fails them is refused, and its
 	// connection closed, even under overload (see refuseAndClose).
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-	default:
+	if !takes(rt.methods, r.Method) {
 		// OPTIONS * too: Server keeps net/http from answering it.
 		w.Header().Set("Allow", "GET, HEAD")
 		return g.refuseAndClose(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
@@ -266,9 +240,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		return g.reject(w, rejectRequests, http.StatusServiceUnavailable, "overloaded: too many requests in flight")
 	}
 	defer g.requests.release()
+	// The read's class: its latency window, delay and overload gate.
+	h := rt.hedger(r)
+	defer func() { s.h = h }()
+	if rt.fixed > 0 {
+		g.warnSlowClass(rt, h)
+	}
 	client := r.Context()
-	h := g.classes.ForRequest(r) // the read's class: its delay, latency window and gate
-	budget, budgetValue := v.timeout, v.timeoutValue
+	budget, budgetValue := rt.timeout, rt.timeoutValue
 	if d, ok, err := deadline.FromHeader(r.Header); ok {
 		// The client's own deadline: work that cannot finish within it is
 		// refused now rather than sent to replicas that would toil for a
@@ -279,9 +258,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		if d <= 0 {
 			return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
 		}
-		// While nothing is known of the replicas (0), nothing is refused
-		// on their account; nor when the policy ignores deadlines.
-		if v.checkExpected {
+		// While nothing is known of the class (0), nothing is refused on
+		// its account; nor when the policy ignores deadlines.
+		if rt.checkExpected {
 			if need := h.Expected(); need > 0 && d < need {
 				return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, replicas need about "+need.String())
 			}
@@ -303,49 +282,73 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		return g.reject(w, rejectAttempts, http.StatusServiceUnavailable, "overloaded: too many backend attempts in flight")
 	}
 
-	if sw := g.serverWrite.Load(); sw > 0 && v.timeout+serverSlack > time.Duration(sw) {
+	if sw := g.serverWrite.Load(); sw > 0 && rt.timeout+serverSlack > time.Duration(sw) {
 		// A reload gave requests more time than the Server's
 		// WriteTimeout, fixed when it was built, allows them.
-		extendWrite(w, start.Add(v.timeout+serverSlack))
+		extendWrite(w, start.Add(rt.timeout+serverSlack))
 	}
-	x := g.newExchange(v, r, budgetValue)
-	x.trace = rt
-	var among []int
-	if g.aff != nil {
-		g.aff.route(x, r, start)
-		if x.aff != nil && len(x.aff.among) > 0 {
-			among = x.aff.among
-		}
+	x := g.newExchange(v, rt, r, budgetValue)
+	x.trace = tr
+	var among []int // a key's replicas (affinity mode)
+	if rt.keyed() {
+		among = x.routeByKey(r, start)
 	}
-	x.route = v.set.Route(among, g.tied && g.tieable(v, h, start, r.Context()))
-	resp, err := v.transport.RoundTripWith(&x.req, h, x)
+	x.route = rt.pool.set.Route(among, rt.tied && rt.tieable(h, start, r.Context()))
+	resp, err := rt.transport.RoundTripWith(&x.req, h, x)
 	x.route.Finish() // a tied read's twin, held for a second copy never sent
 	x.decide(resp, err, client.Err() != nil)
-	if g.aff != nil {
-		g.aff.record(x, start)
+	if rt.keyed() {
+		x.recordKey(start)
 	}
 	if !x.started {
 		// The primary never started (no replica, or the client had gone
 		// before the engine ran): its slot was never an attempt's.
 		g.attempts.release()
 	}
-	if g.tied {
+	if rt.tied {
 		g.settleTie(x, resp, err)
 	}
 
-	var s served
 	if err != nil {
-		s = g.writeFailure(w, r, v, client, budget, err)
+		s = g.writeFailure(w, r, rt, client, budget, err)
 	} else {
 		defer resp.Body.Close()
 		s = g.writeResponse(w, r, resp)
 		// The client has its answer (net/http sends what is buffered when
 		// the handler returns, a few microseconds on): a replica on
 		// probation may be due a copy of the request, to measure it.
-		g.shadow(v, r, rt)
+		g.shadow(v, rt.pool, r, tr)
 	}
 	s.x = x
 	return s
+}
+
+// hedger returns the Hedger of r's class on the route.
+func (rt *route) hedger(r *http.Request) *hedge.Hedger {
+	if rt.class != "" {
+		return rt.keep.classes.Hedger(rt.class)
+	}
+	return rt.keep.classes.ForRequest(r)
+}
+
+// warnSlowClass warns, once, when the median latency of h's class is
+// above its route's fixed hedge delay: every read of the class is then
+// hedged, and its hedges, which wait for an answer as slow, cannot win;
+// they spend the budget that other classes' stragglers need. It warns
+// again if the class recovers and slows down once more.
+func (g *Gateway) warnSlowClass(rt *route, h *hedge.Hedger) {
+	median := h.Expected()
+	key := rt.name + " " + h.Class()
+	if median <= rt.fixed {
+		if _, was := g.slowClasses.Load(key); was {
+			g.slowClasses.Delete(key)
+		}
+		return
+	}
+	if _, was := g.slowClasses.LoadOrStore(key, struct{}{}); !was {
+		g.log.Warn("hedge delay below a class's median latency: its hedges cannot win", "route", rt.name, "class", h.Class(),
+			"delay", rt.fixed, "median", median.Round(time.Microsecond))
+	}
 }
 
 // reject counts a request refused before any attempt, for reason, and
@@ -376,7 +379,7 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // writeFailure answers a read that got no acceptable answer: 502 when
 // the replicas failed, 504 when time ran out, nothing when the client
 // left.
-func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, v *view, client context.Context, budget time.Duration, err error) served {
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route, client context.Context, budget time.Duration, err error) served {
 	if errors.Is(err, hedge.ErrNoTarget) {
 		if ok, n := g.allowLog(logNoReplica); ok {
 			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
@@ -407,9 +410,9 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, v *view, 
 		return writeError(w, http.StatusGatewayTimeout, "timeout: no acceptable answer within "+budget.String(), reasonTimeout)
 	case errors.Is(err, hedge.ErrResponseTooLarge):
 		if ok, n := g.allowLog(logTooLarge); ok {
-			g.log.Warn("response too large", "path", r.URL.Path, "limit", v.cfg.MaxResponseBytes, "suppressed", n)
+			g.log.Warn("response too large", "path", r.URL.Path, "limit", g.view.Load().cfg.MaxResponseBytes, "suppressed", n)
 		}
-		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(v.cfg.MaxResponseBytes, 10)+" bytes", reasonTooLarge)
+		return writeError(w, http.StatusBadGateway, "backend response larger than "+strconv.FormatInt(g.view.Load().cfg.MaxResponseBytes, 10)+" bytes", reasonTooLarge)
 	default:
 		if ok, n := g.allowLog(logFailed); ok {
 			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)

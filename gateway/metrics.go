@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,30 +18,20 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	requests    *prometheus.CounterVec
-	byCode      map[int]prometheus.Counter // pre-resolved common codes
-	latency     prometheus.Histogram
-	attempts    *prometheus.CounterVec
-	primaries   prometheus.Counter
-	hedges      prometheus.Counter
-	hedgeWins   prometheus.Counter
-	suppressed  map[hedge.SuppressReason]prometheus.Counter
-	rejections  *prometheus.CounterVec
-	rejected    map[string]prometheus.Counter
-	failures    map[string]prometheus.Counter // attempt failures, by reason
-	late        prometheus.Counter
-	cancelsSeen prometheus.Counter
-	shadows     map[string]prometheus.Counter // by outcome
-	gateMoves   map[bool]prometheus.Counter   // by whether the gate shut (false: reopened)
-	gateMu      sync.Mutex                    // orders the gates' changes, which arrive from any goroutine
-	gates       map[string]*gateSeen          // each class's gate, as last reported
-	log         *slog.Logger
+	// The series of reads, by route (see routemetrics.go).
+	perRoute routeVecs
+	routesMu sync.Mutex
+	routes   map[string]*routeMetrics
+
+	rejections *prometheus.CounterVec
+	rejected   map[string]prometheus.Counter
+	failures   map[string]prometheus.Counter // attempt failures, by reason
+	shadows    map[string]prometheus.Counter // by outcome
+	log        *slog.Logger
 
 	replicaAttempts replicaAttempts        // by replica, role and outcome (see replicametrics.go)
 	unsolicited     *prometheus.CounterVec // connections closed for strays, by replica and when (see unsolicited.go)
 	strayLog        strayLog
-	budgetFraction  prometheus.Gauge
-	budgetBurst     prometheus.Gauge
 
 	// Tied mode only: nil otherwise.
 	tiedCopies   []prometheus.Counter          // by copy: first, second
@@ -51,64 +40,21 @@ type metrics struct {
 }
 
 func newMetrics(g *Gateway) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), log: g.log, gates: map[string]*gateSeen{}}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tailgate_requests_total",
-		Help: "Client requests answered, by HTTP status code (code 0: the client left first).",
-	}, []string{"code"})
-	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "tailgate_request_duration_seconds",
-		Help:    "Time from receiving a client request to its answer, hedges included.",
-		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10},
-	})
-	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tailgate_attempts_total",
-		Help: "Backend attempts started, by role: primary or hedge (in tied mode, a second copy or an attempt after a failure).",
-	}, []string{"role"})
-	m.hedgeWins = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tailgate_hedge_wins_total",
-		Help: "Requests answered by a hedge (in tied mode, the second attempt) rather than the primary.",
-	})
-	suppressed := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tailgate_hedges_suppressed_total",
-		Help: "Hedges wanted but not sent, by reason: budget, gate, deadline, maxAttempts, noTarget, capacity.",
-	}, []string{"reason"})
+	m := &metrics{registry: prometheus.NewRegistry(), log: g.log, routes: map[string]*routeMetrics{}}
+	m.perRoute = newRouteVecs()
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_rejections_total",
 		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline.",
 	}, []string{"reason"})
-	m.late = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tailgate_late_completions_total",
-		Help: "Losing attempts whose work completed after the winner (within the observation window).",
-	})
-	m.cancelsSeen = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tailgate_cancellations_observed_total",
-		Help: "Losing attempts seen to stop after being cancelled.",
-	})
 	shadows := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_shadow_requests_total",
 		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
 	}, []string{"outcome"})
 	m.shadows = byLabel(shadows, shadowOutcomes)
-	gateMoves := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tailgate_hedge_gate_transitions_total",
-		Help: "Times the overload gate shut (to=shut) or reopened (to=open).",
-	}, []string{"to"})
-	m.gateMoves = map[bool]prometheus.Counter{true: gateMoves.WithLabelValues("shut"), false: gateMoves.WithLabelValues("open")}
-	m.byCode = map[int]prometheus.Counter{}
-	for _, c := range []int{0, 200, 204, 206, 301, 302, 304, 400, 401, 403, 404, 405, 429, 500, 502, 503, 504} {
-		m.byCode[c] = m.requests.WithLabelValues(strconv.Itoa(c))
-	}
-	m.primaries = m.attempts.WithLabelValues("primary")
-	m.hedges = m.attempts.WithLabelValues("hedge")
-	m.suppressed = map[hedge.SuppressReason]prometheus.Counter{}
-	for _, r := range hedge.SuppressReasons {
-		m.suppressed[r] = suppressed.WithLabelValues(r.String())
-	}
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
 	m.replicaAttempts = newReplicaAttempts()
-	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
-		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, discoveryCollector{g}, m.replicaAttempts.vec, buildInfo())
+	m.perRoute.register(m.registry)
+	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discoveryCollector{g}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
 		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers), unsolicited (a new connection got bytes before its first request: see tailgate_unsolicited_total). Losers cancelled for a winner are not counted.",
@@ -116,12 +62,6 @@ func newMetrics(g *Gateway) *metrics {
 	m.failures = byLabel(failures, failureReasons)
 	m.unsolicited = newUnsolicitedCounter()
 	m.registry.MustRegister(failures, m.unsolicited)
-	if g.tied {
-		m.registerTied()
-	}
-	if g.aff != nil {
-		m.registry.MustRegister(g.aff.keyless, g.aff.fallbacks, partitionCollector{g.aff.table})
-	}
 	return m
 }
 
@@ -139,8 +79,11 @@ func (m *metrics) attemptFailed(reason string) {
 	}
 }
 
-// registerTied adds the series of tied mode.
+// registerTied adds the series of tied mode, as a route first is.
 func (m *metrics) registerTied() {
+	if m.tiedCopies != nil {
+		return
+	}
 	copies := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_tied_copies_total",
 		Help: "Tied copies launched (carrying Tailgate-Tie and Tailgate-Tie-Peer), by copy: first (the primary) or second (sent the tied delay later, marked as a hedge). They are also counted in tailgate_attempts_total, as primary and hedge.",
@@ -214,15 +157,6 @@ func (m *metrics) tied() TiedCounts {
 	return c
 }
 
-func (m *metrics) observeRequest(code int, d time.Duration) {
-	c, ok := m.byCode[code]
-	if !ok {
-		c = m.requests.WithLabelValues(strconv.Itoa(code))
-	}
-	c.Inc()
-	m.latency.Observe(d.Seconds())
-}
-
 func (m *metrics) reject(reason string) { m.rejected[reason].Inc() }
 
 func (m *metrics) shadow(outcome string) { m.shadows[outcome].Inc() }
@@ -233,89 +167,6 @@ func counterInt(c prometheus.Counter) int64 {
 		return 0
 	}
 	return int64(d.GetCounter().GetValue())
-}
-
-// Wants implements hedge.EventFilter: receipts are not needed for counts.
-func (m *metrics) Wants(k hedge.EventKind) bool {
-	switch k {
-	case hedge.EventLaunch, hedge.EventWin, hedge.EventSuppress, hedge.EventReport, hedge.EventGate:
-		return true
-	}
-	return false
-}
-
-// Observe implements hedge.Observer.
-func (m *metrics) Observe(e hedge.Event) {
-	switch e.Kind {
-	case hedge.EventLaunch:
-		if e.Attempt.IsHedge() {
-			m.hedges.Inc()
-		} else {
-			m.primaries.Inc()
-		}
-	case hedge.EventWin:
-		if e.Attempt.IsHedge() {
-			m.hedgeWins.Inc()
-		}
-	case hedge.EventSuppress:
-		if c, ok := m.suppressed[e.Reason]; ok {
-			c.Inc()
-		}
-	case hedge.EventReport:
-		switch e.Fate {
-		case hedge.FateLate:
-			m.late.Inc()
-		case hedge.FateCanceled:
-			m.cancelsSeen.Inc()
-		}
-	case hedge.EventGate:
-		m.gateChanged(e.Class, e.Gate)
-	}
-}
-
-// gateSeen is a class's overload gate as last reported.
-type gateSeen struct {
-	changes uint64    // the Changes of the last change reported
-	shut    bool      // to tell moves from changes of signal
-	shutAt  time.Time // when it last shut
-}
-
-// gateChanged counts and logs a change of class's overload gate: one line
-// when it shuts, one when it reopens, one when the evidence keeping it
-// shut changes.
-func (m *metrics) gateChanged(class string, st *hedge.GateState) {
-	m.gateMu.Lock()
-	defer m.gateMu.Unlock()
-	seen := m.gates[class]
-	if seen == nil {
-		// At most hedge.MaxClasses + 1 classes, and their gates open
-		// unless reported shut: a class forgotten and made again starts
-		// from its first change.
-		seen = &gateSeen{}
-		m.gates[class] = seen
-	}
-	if st.Changes <= seen.changes {
-		return // overtaken by a later change, already reported
-	}
-	seen.changes = st.Changes
-	shut := !st.Open()
-	moved := seen.shut != shut
-	seen.shut = shut
-	if moved {
-		m.gateMoves[shut].Inc()
-	}
-	switch {
-	case shut && moved:
-		seen.shutAt = st.Since
-		m.log.Warn("overload gate shut: hedges for late answers paused", "class", class, "signals", st.Shut.String(), "evidence", st.String())
-	case shut:
-		m.log.Info("overload gate still shut, on new evidence", "class", class, "signals", st.Shut.String(), "evidence", st.String())
-	default:
-		// Why it reopened: no signal of overload is left, and the figures
-		// each signal is judged on say what changed.
-		m.log.Info("overload gate reopened: hedges for late answers resume", "class", class, "shutFor", st.Since.Sub(seen.shutAt).Round(time.Millisecond),
-			"state", st.String(), "evidence", gateEvidence(st))
-	}
 }
 
 // stateCollector reports gauges read from the gateway's state at scrape
@@ -330,19 +181,27 @@ var (
 	descReplicaInFlight = prometheus.NewDesc("tailgate_replica_in_flight",
 		"Attempts in flight per replica.", []string{"replica"}, nil)
 	descDelay = prometheus.NewDesc("tailgate_hedge_delay_seconds",
-		"Hedge delay new requests use now.", nil, nil)
+		"Hedge delay new reads of the route's busiest class use now (each class's: /debug/routes).", []string{"route"}, nil)
 	descCredits = prometheus.NewDesc("tailgate_hedge_budget_credits",
-		"Hedges the duplicate-work budget would allow right now.", nil, nil)
+		"Hedges the route's duplicate-work budget would allow right now (its pool's, shared by the pool's routes, or its own).", []string{"route"}, nil)
+	descBudgetFraction = prometheus.NewDesc("tailgate_hedge_budget_fraction",
+		"Hedge credits the route's budget earns per admitted read (-hedge-fraction): over any interval, hedges <= burst + fraction × reads.", []string{"route"}, nil)
+	descBudgetBurst = prometheus.NewDesc("tailgate_hedge_budget_burst",
+		"Most hedge credits the route's budget holds (-hedge-burst).", []string{"route"}, nil)
 	descGate = prometheus.NewDesc("tailgate_hedge_gate_open",
-		"1 while the overload gate lets late-answer hedges through, 0 while it pauses them.", nil, nil)
+		"1 while the overload gate of every class of the route's reads lets late-answer hedges through, 0 while one pauses them.", []string{"route"}, nil)
 	descGateSignal = prometheus.NewDesc("tailgate_hedge_gate_signal",
-		"1 while this signal of overload keeps the gate shut: noHelp (hedges seldom win), slowdown (median latency risen against its baseline), capacity (the request or attempt limit 90% full), unavailable (most replicas' breakers open).", []string{"signal"}, nil)
+		"Classes of the route's reads whose overload gate this signal keeps shut: noHelp (hedges seldom win), slowdown (median latency risen against its baseline), capacity (the request or attempt limit 90% full), unavailable (most replicas' breakers open).", []string{"route", "signal"}, nil)
 	descGateHedges = prometheus.NewDesc("tailgate_hedge_gate_window_hedges",
-		"Requests in the gate's window that sent a hedge because an answer was late and have ended, by result: won (a hedge answered first) or lost.", []string{"result"}, nil)
+		"Reads of the route in their gates' windows that sent a hedge because an answer was late and have ended, by result: won (a hedge answered first) or lost.", []string{"route", "result"}, nil)
 	descGateMedian = prometheus.NewDesc("tailgate_hedge_gate_median_seconds",
-		"Median latency of accepted attempts the slowdown signal compares: recent (the last 128 of the last 2s) against baseline (the lower quartile of the 1s medians of the last 5 minutes); 0 while unknown.", []string{"window"}, nil)
+		"Median latency of accepted attempts of the route's busiest class that the slowdown signal compares: recent (the last 128 of the last 2s) against baseline (the lower quartile of the 1s medians of the last 5 minutes); 0 while unknown.", []string{"route", "window"}, nil)
 	descGateProbes = prometheus.NewDesc("tailgate_hedge_gate_probes_total",
-		"Hedges sent through a shut gate to learn whether hedges help again: the first 1s after it shut, then every 2, 4, 5s while they lose.", nil, nil)
+		"Hedges of the route sent through a shut gate to learn whether hedges help again: the first 1s after it shut, then every 2, 4, 5s while they lose.", []string{"route"}, nil)
+	descClasses = prometheus.NewDesc("tailgate_route_classes",
+		"Classes of read the route's engine keeps a latency window, delay and gate for (at most 64; see tailgate_route_class_overflow_total).", []string{"route"}, nil)
+	descOverflow = prometheus.NewDesc("tailgate_route_class_overflow_total",
+		"Reads of the route whose class found no room among its 64 and shared the class 'other'.", []string{"route"}, nil)
 	descInFlight = prometheus.NewDesc("tailgate_in_flight",
 		"Client requests, backend attempts and shadow requests in flight.", []string{"kind"}, nil)
 	descProbation = prometheus.NewDesc("tailgate_replica_probation",
@@ -354,15 +213,16 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descGate,
-		descGateSignal, descGateHedges, descGateMedian, descGateProbes, descInFlight, descProbation, descTransitions, descP50} {
+	for _, d := range []*prometheus.Desc{descBreaker, descEWMA, descReplicaInFlight, descDelay, descCredits, descBudgetFraction, descBudgetBurst, descGate,
+		descGateSignal, descGateHedges, descGateMedian, descGateProbes, descClasses, descOverflow, descInFlight, descProbation, descTransitions, descP50} {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, s := range c.g.view.Load().set.Snapshot(now) {
+	v := c.g.view.Load()
+	for _, s := range v.snapshot(now) {
 		state := 0.0
 		switch s.Breaker {
 		case replica.HalfOpen:
@@ -384,22 +244,78 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descP50, prometheus.GaugeValue, msSeconds(p.P50Ms), s.Name)
 		}
 	}
-	st := c.g.busiestClass() // evaluates the gate if that is due
-	gs := st.Gate
-	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, st.Delay.Seconds())
-	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, st.Credits)
-	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, b2f(gs.Open()))
-	for _, sig := range hedge.AllGateSignals {
-		ch <- prometheus.MustNewConstMetric(descGateSignal, prometheus.GaugeValue, b2f(gs.Shut&sig != 0), sig.String())
+	for _, rt := range v.all() {
+		c.collectRoute(ch, rt)
 	}
-	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(gs.HedgeWins), "won")
-	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(gs.Hedged-gs.HedgeWins), "lost")
-	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.RecentMedian.Seconds(), "recent")
-	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.BaselineMedian.Seconds(), "baseline")
-	ch <- prometheus.MustNewConstMetric(descGateProbes, prometheus.CounterValue, float64(gs.Probes))
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.requests.inUse()), "requests")
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.attempts.inUse()), "attempts")
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.g.shadows.slots.inUse()), "shadows")
+}
+
+// collectRoute reports rt's hedging gauges: its busiest class's delay and
+// medians, and its classes' gates together.
+func (c *stateCollector) collectRoute(ch chan<- prometheus.Metric, rt *route) {
+	k, name := rt.keep, rt.name
+	sum := summarize(k.classes) // evaluates each gate if that is due
+	b := k.budget
+	ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, sum.busiest.Delay.Seconds(), name)
+	ch <- prometheus.MustNewConstMetric(descCredits, prometheus.GaugeValue, b.Credits(), name)
+	ch <- prometheus.MustNewConstMetric(descBudgetFraction, prometheus.GaugeValue, b.Fraction(), name)
+	ch <- prometheus.MustNewConstMetric(descBudgetBurst, prometheus.GaugeValue, b.Burst(), name)
+	ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, b2f(sum.shut == 0), name)
+	for i, sig := range hedge.AllGateSignals {
+		ch <- prometheus.MustNewConstMetric(descGateSignal, prometheus.GaugeValue, float64(sum.signals[i]), name, sig.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(sum.wins), name, "won")
+	ch <- prometheus.MustNewConstMetric(descGateHedges, prometheus.GaugeValue, float64(sum.hedged-sum.wins), name, "lost")
+	gs := sum.busiest.Gate
+	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.RecentMedian.Seconds(), name, "recent")
+	ch <- prometheus.MustNewConstMetric(descGateMedian, prometheus.GaugeValue, gs.BaselineMedian.Seconds(), name, "baseline")
+	ch <- prometheus.MustNewConstMetric(descGateProbes, prometheus.CounterValue, float64(sum.probes), name)
+	ch <- prometheus.MustNewConstMetric(descClasses, prometheus.GaugeValue, float64(sum.classes), name)
+	ch <- prometheus.MustNewConstMetric(descOverflow, prometheus.CounterValue, float64(k.classes.Overflowed()), name)
+}
+
+// classSummary is a route's classes taken together.
+type classSummary struct {
+	busiest                       hedge.Stats // of the class with the most reads in its gate's window
+	classes, shut                 int
+	signals                       [4]int // by hedge.AllGateSignals
+	hedged, wins, probes, windowN int64
+}
+
+// summarize sums up the classes of c, each gate evaluated if that is due.
+func summarize(c *hedge.Classes) classSummary {
+	var s classSummary
+	found := false
+	for _, cl := range c.List() {
+		st := cl.Hedger.Stats()
+		s.classes++
+		if !st.Gate.Open() {
+			s.shut++
+		}
+		for i, sig := range hedge.AllGateSignals {
+			if st.Gate.Shut&sig != 0 {
+				s.signals[i]++
+			}
+		}
+		s.hedged += st.Gate.Hedged
+		s.wins += st.Gate.HedgeWins
+		s.probes += st.Gate.Probes
+		if !found || st.Operations > s.busiest.Operations {
+			s.busiest, found = st, true
+		}
+	}
+	if !found {
+		// No read yet: what the first would use.
+		p := c.Policy()
+		s.busiest.Delay = p.Delay
+		if s.busiest.Delay == 0 {
+			s.busiest.Delay = p.Adaptive.Warmup
+		}
+		s.busiest.Credits = c.Budget().Credits()
+	}
+	return s
 }
 
 func b2f(b bool) float64 {

@@ -3,114 +3,57 @@ package gateway
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/target"
-	"github.com/tailgate-dev/tailgate/replica"
-	"github.com/tailgate-dev/tailgate/tied"
+	"github.com/tailgate-dev/tailgate/partition"
 )
 
 // This file: the gateway's configuration in force, and Reload, which
 // replaces it while requests are served.
 //
-// A configuration is an immutable view: the Config, the replica set of
-// its backends, the engine's Transport over them, and what each request
-// needs of them, indexed alike. Reload builds the next view and swaps it
-// in with one atomic store; each request loads the view once, as it
-// arrives, and uses it to the end, so that its picks, the target each
-// index names, its breaker tickets and its counters agree, and nothing on
-// the request path takes a lock. A request that began before a reload
-// ends under the view it began with: a replica the reload removed finishes
-// the attempts it has (and may still get a hedge of such a request), and
-// gets no new request. That is the drain.
+// A configuration is an immutable view: the Config, its pools (each a
+// replica set of its backends) and routes (each the engine's Transport
+// over its pool, under its classes), and what each read needs of them,
+// indexed alike. Reload builds the next view and swaps it in with one
+// atomic store; each read loads the view once, as it arrives, and uses it
+// to the end, so that its picks, the target each index names, its breaker
+// tickets and its counters agree, and nothing on the request path takes a
+// lock. A read that began before a reload ends under the view it began
+// with: a replica the reload removed finishes the attempts it has (and may
+// still get a hedge of such a read), and gets no new read. That is the
+// drain.
 //
-// What outlives views: the Hedger (its latency window, budget credits and,
-// when its settings stay, the overload gate), the replicas kept (their
-// breakers, latency and probation: replica.Set.Next), the limits (atomic
-// maxima), the backend transport with its connection pools, the metrics.
+// What outlives views (see lasting): each route's classes (latency
+// windows, delays and, when their settings stay, overload gates), each
+// pool's budget credits and replicas (breakers, latency and probation:
+// replica.Set.Next), the limits (atomic maxima), the backend transport
+// with its connection pools, the metrics.
 
 // view is one generation of the gateway's configuration.
 type view struct {
-	cfg       Config // defaults filled in
-	set       *replica.Set
-	transport *hedge.Transport
-	// targets are the backends' base URLs, by replica index (shadows);
-	// origins the same as scheme://host (tied mode's peer headers).
-	targets []*url.URL
-	origins []string
-	// counts are tailgate_replica_attempts_total's children, by replica
-	// index, role and outcome.
-	counts []attemptCounters
-
-	// timeout bounds each request (the engine's); timeoutValue is the
-	// primary's Tailgate-Timeout for requests without a shorter deadline
-	// (see stamp), formatted once.
-	timeout      time.Duration
-	timeoutValue []string
-	// checkExpected is false when the Policy ignores deadlines.
-	checkExpected bool
-	// tiedDelay is the engine's delay in tied mode: TiedDelay, at least
-	// 1ns.
-	tiedDelay time.Duration
+	cfg    Config           // defaults filled in
+	def    *route           // the top-level settings': reads no route matches
+	routes []*route         // the Routes, in the order written
+	pools  map[string]*pool // by name; "default" is the top-level Backends'
 	// shadowValue is the Tailgate-Timeout header of a shadow.
 	shadowValue []string
-	// Affinity mode only: where a read's key is, and each backend's
-	// index, by name (the partition table's replica names).
-	affinityKey keySource
-	index       map[string]int
 }
 
-// newView builds the view of cfg (defaults filled in), under policy p (as
-// the engine has it) and over set, whose members are cfg.Backends.
-func (g *Gateway) newView(cfg Config, p hedge.Policy, set *replica.Set) (*view, error) {
-	v := &view{
-		cfg: cfg, set: set,
-		timeout: p.Timeout, timeoutValue: stamp(p.Timeout), checkExpected: !p.IgnoreDeadline,
-		tiedDelay:   max(cfg.TiedDelay, time.Nanosecond), // the engine's smallest fixed delay: at once, in effect
-		shadowValue: []string{deadline.Format(cfg.ShadowTimeout)},
-		counts:      g.metrics.replicaAttempts.counters(cfg.Backends),
-	}
-	if cfg.Affinity != nil {
-		v.affinityKey, _ = parseAffinityKey(cfg.Affinity.Key) // checked in withDefaults
-		v.index = make(map[string]int, len(cfg.Backends))
-		for i, b := range cfg.Backends {
-			v.index[b] = i
+// routeOf returns the route that takes r: the first Route whose match and
+// methods take it, else the default route.
+func (v *view) routeOf(r *http.Request) *route {
+	for _, rt := range v.routes {
+		if takes(rt.methods, r.Method) && rt.match.matches(r.Host, r.URL.EscapedPath()) {
+			return rt
 		}
 	}
-	for _, b := range cfg.Backends {
-		u, err := target.Parse(b)
-		if err != nil {
-			return nil, fmt.Errorf("%w: backend %w", ErrInvalid, err) // checked in withDefaults: unreachable
-		}
-		v.targets = append(v.targets, u)
-		v.origins = append(v.origins, u.Scheme+"://"+u.Host)
-	}
-	// Each attempt tells its replica how long it has left, as of when it
-	// is sent: a hedge launched later claims less than the primary. serve
-	// writes the primary's value, stampSlack short of the time left, as
-	// it builds the request, so only a request sent more than stampSlack
-	// later is copied to be rewritten.
-	var accept func(*http.Response) error // nil: hedge.DefaultAccept, a final status below 500
-	if cfg.Tied {
-		accept = tied.Accept(nil) // and never an answer dropped for its twin
-	}
-	var err error
-	v.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		Base:         &deadline.Transport{Base: g.base, Slack: stampSlack},
-		Classes:      g.classes,
-		Replicas:     set,
-		MaxBodyBytes: cfg.MaxResponseBytes,
-		Accept:       accept,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return v, nil
+	return v.def
 }
+
+// defaultPool is the top-level Backends' pool.
+func (v *view) defaultPool() *pool { return v.def.pool }
 
 // ReloadResult says what a Reload changed in the backends.
 type ReloadResult struct {
@@ -197,64 +140,53 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	cfg.Base, cfg.Logger = old.cfg.Base, old.cfg.Logger
 	cfg.AccessLog, cfg.AccessLogSample = old.cfg.AccessLog, old.cfg.AccessLogSample
 	cfg.TracerProvider = old.cfg.TracerProvider
-	p, err := g.policy(cfg)
+	// Validated in full before anything changes, so that nothing fails
+	// once a replica set's next generation, which cannot be undone, is
+	// made.
+	windows, err := checkRoutes(cfg)
 	if err != nil {
 		return res, err
 	}
-	fraction, burst := hedge.DefaultBudgetFraction, float64(hedge.DefaultBudgetBurst)
-	if p.Budget != nil {
-		fraction, burst = p.Budget.Fraction(), p.Budget.Burst()
+	for _, s := range cfg.settings() {
+		if k := g.keep.routes[s.Name]; k != nil && k.tied == s.tied && k.window != windows[s.Name] {
+			return res, fmt.Errorf("%w: route %s: the adaptive delay's window cannot change on a running gateway", ErrInvalid, s.Name)
+		}
 	}
-	// Validated in full before anything changes: a throwaway Hedger (a
-	// reload is rare; it costs a latency window) checks the policy as
-	// Update would, so that Update cannot fail once the replica set's next
-	// generation, which cannot be undone, is made.
-	p.Budget, p.Observer = nil, nil
-	check, err := hedge.New(p)
+	v, keep, err := g.newView(cfg, g.keep, windows)
 	if err != nil {
-		return res, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if check.Policy().Adaptive.Window != g.classes.Policy().Adaptive.Window {
-		return res, fmt.Errorf("%w: the adaptive delay's window cannot change on a running gateway", ErrInvalid)
-	}
-	// Through replicaConfig, as New: the next generation reports its
-	// changes of state to the gateway's log too.
-	set, err := old.set.Next(cfg.Backends, g.replicaConfig(cfg.Replica))
-	if err != nil {
-		return res, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	v, err := g.newView(cfg, p, set)
-	if err != nil {
-		return res, err // unreachable: the backends and limits are checked
+		return res, err // unreachable: everything was checked
 	}
 
 	// From here on nothing fails.
-	g.budget.SetRates(fraction, burst)
-	if err := g.classes.Update(p); err != nil {
-		g.log.Error("reload: policy refused after validation", "err", err) // unreachable
-	}
+	g.keep = keep
 	g.requests.max.Store(int64(cfg.MaxInFlightRequests))
 	g.attempts.max.Store(int64(cfg.MaxInFlightAttempts))
 	g.shadows.slots.max.Store(int64(cfg.MaxInFlightShadows))
 	if g.tls != nil {
 		g.tls.set(cfg.BackendTLS) // for the connections dialled from now on
 	}
+	g.metrics.viewChanged(old, v) // before the view: a first tied route's series are there when it counts
 	g.view.Store(v)
-	if g.aff != nil && !slices.Equal(cfg.Backends, old.cfg.Backends) {
-		// Validated with the backends: cannot fail.
-		if err := g.aff.table.SetReplicas(cfg.Backends); err != nil {
-			g.log.Error("reload: partition table refused the backends", "err", err) // unreachable
+	for name, p := range v.pools {
+		if k := keep.pools[name]; k.table != nil {
+			if o := old.pools[name]; o != nil && !slices.Equal(o.backends, p.backends) {
+				// Validated with the backends: cannot fail.
+				if err := k.table.SetReplicas(p.backends); err != nil {
+					g.log.Error("reload: partition table refused the backends", "pool", name, "err", err) // unreachable
+				}
+			}
 		}
 	}
-	g.metrics.budgetChanged(g.budget)
-	warnMixed(g.log, cfg.Backends, old.cfg.Backends)
-	for _, b := range cfg.Backends {
-		if !slices.Contains(old.cfg.Backends, b) {
+	g.affinity.follow(v)
+	oldAll, all := old.backends(), v.backends()
+	warnMixed(g.log, all, oldAll)
+	for _, b := range all {
+		if !slices.Contains(oldAll, b) {
 			res.Added = append(res.Added, b)
 		}
 	}
-	for _, b := range old.cfg.Backends {
-		if !slices.Contains(cfg.Backends, b) {
+	for _, b := range oldAll {
+		if !slices.Contains(all, b) {
 			res.Removed = append(res.Removed, b)
 			g.metrics.forgetReplica(b)
 		}
@@ -266,20 +198,62 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	return res, nil
 }
 
+// backends returns every pool's backends, the default pool's first.
+func (v *view) backends() []string {
+	all := slices.Clone(v.defaultPool().backends)
+	for _, rt := range v.routes {
+		if rt.pool != v.defaultPool() {
+			all = append(all, rt.pool.backends...)
+		}
+	}
+	return all
+}
+
+// checkRoutes checks what newView could still refuse in cfg (defaults
+// filled in): each route's engine policy and budget, as New and Update
+// would check them, with throwaway Hedgers (a reload is rare; each costs
+// a latency window). It returns each route's adaptive window, which a
+// running route's cannot change.
+func checkRoutes(cfg Config) (map[string]string, error) {
+	windows := map[string]string{}
+	for _, s := range cfg.settings() {
+		p := s.policy
+		p.Timeout = s.Timeout
+		p.Budget, p.Observer, p.Gate.Load = nil, nil, nil
+		if s.tied {
+			tiedPolicy(cfg, &p)
+		}
+		h, err := hedge.New(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: route %s: %w", ErrInvalid, s.Name, err)
+		}
+		windows[s.Name] = h.Policy().Adaptive.Window.String()
+		fraction, burst := budgetRates(cfg.Policy)
+		if s.HedgeFraction > 0 {
+			fraction = s.HedgeFraction
+		}
+		if _, err := hedge.NewBudget(fraction, burst); err != nil {
+			return nil, fmt.Errorf("%w: route %s: %w", ErrInvalid, s.Name, err)
+		}
+		if s.key != "" {
+			if _, err := partition.New(s.backends, affinityPartitions(cfg)); err != nil {
+				return nil, fmt.Errorf("%w: route %s: affinity: %w", ErrInvalid, s.Name, err)
+			}
+		}
+	}
+	return windows, nil
+}
+
 // fixedSince returns an error naming what cfg changes of old that cannot
 // change on a running gateway, or nil.
 func fixedSince(old, cfg Config) error {
 	switch {
-	case cfg.Tied != old.Tied:
-		return fmt.Errorf("%w: tied mode cannot change on a running gateway", ErrInvalid)
 	case cfg.BackendProtocol != old.BackendProtocol:
 		return fmt.Errorf("%w: the backend protocol cannot change on a running gateway", ErrInvalid)
 	case cfg.MaxResponseHeaderBytes != old.MaxResponseHeaderBytes:
 		return fmt.Errorf("%w: the response header limit cannot change on a running gateway", ErrInvalid)
-	case (cfg.Affinity == nil) != (old.Affinity == nil):
-		return fmt.Errorf("%w: affinity mode cannot be turned on or off on a running gateway", ErrInvalid)
-	case cfg.Affinity != nil && (cfg.Affinity.Partitions != old.Affinity.Partitions || cfg.Affinity.RebalanceEvery != old.Affinity.RebalanceEvery):
-		return fmt.Errorf("%w: affinity mode's partitions and rebalance interval cannot change on a running gateway (its key can)", ErrInvalid)
+	case cfg.Affinity != nil && old.Affinity != nil && (cfg.Affinity.Partitions != old.Affinity.Partitions || cfg.Affinity.RebalanceEvery != old.Affinity.RebalanceEvery):
+		return fmt.Errorf("%w: affinity mode's partitions and rebalance interval cannot change on a running gateway (its keys can)", ErrInvalid)
 	}
 	return nil
 }

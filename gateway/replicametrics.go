@@ -140,7 +140,7 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 		role = roleHedge
 	}
 	switch {
-	case x.g.tied && tied.Dropped(resp):
+	case x.rt.tied && tied.Dropped(resp):
 		x.settled(a.Index, a.Target, role, outLost) // its twin started elsewhere first
 		return
 	case verdict != nil && !errors.Is(verdict, context.Canceled) && !errors.Is(verdict, context.DeadlineExceeded):
@@ -165,7 +165,7 @@ func (x *exchange) attemptDone(a hedge.Attempt, resp *http.Response, verdict err
 // settled counts attempt i, of role, to replica, with outcome o, and ends
 // its span if the read is traced.
 func (x *exchange) settled(i, replica, role, o int) {
-	x.v.counts[replica].count(role, o)
+	x.rt.pool.counts[replica].count(role, o)
 	if x.trace != nil {
 		x.trace.endAttempt(i, o)
 	}

@@ -2,10 +2,15 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
+	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // Route gives the reads it matches settings of their own: a pool of
@@ -236,4 +241,116 @@ func takes(methods []string, method string) bool {
 		}
 	}
 	return false
+}
+
+// checkRouteFields checks each Route's fields, as withDefaults checks the
+// top-level ones; backends are the top-level backends, by normalised URL.
+// A route's own backends must not be another pool's: a replica belongs to
+// one pool, with one breaker and one latency.
+func (c *Config) checkRouteFields(backends map[string]bool) error {
+	names := map[string]bool{DefaultRoute: true}
+	owner := map[string]string{}
+	for b := range backends {
+		owner[b] = DefaultRoute
+	}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: route %s: %s", ErrInvalid, r.Name, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case r.Name == "":
+			return fmt.Errorf("%w: route %d has no name", ErrInvalid, i+1)
+		case len(r.Name) > maxRouteName || !validRouteName(r.Name):
+			return fmt.Errorf("%w: route name %q: letters, digits, '.', '_' and '-', at most %d", ErrInvalid, r.Name, maxRouteName)
+		case names[r.Name]:
+			return fmt.Errorf("%w: route name %q used twice (%q is the top-level settings')", ErrInvalid, r.Name, DefaultRoute)
+		}
+		names[r.Name] = true
+		if _, err := compileMatch(r.Match); err != nil {
+			return bad("%v", err)
+		}
+		for _, m := range r.Methods {
+			if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n/") {
+				return bad("method %q: an upper-case HTTP method", m)
+			}
+			if m != http.MethodGet && m != http.MethodHead {
+				return bad("method %s: only GET and HEAD are reads the gateway forwards (reads with a body are not proxied)", m)
+			}
+		}
+		for _, b := range r.Backends {
+			u, err := target.Parse(b)
+			if err != nil {
+				return bad("backend %v", err)
+			}
+			if u.Path != "" {
+				return bad("backend %q: must not have a path", b)
+			}
+			if o, ok := owner[u.String()]; ok {
+				return bad("backend %q is already in pool %s: a replica belongs to one pool", b, o)
+			}
+			owner[u.String()] = r.Name
+		}
+		switch {
+		case r.Delay < 0:
+			return bad("negative delay %v", r.Delay)
+		case r.Delay > 0 && r.Quantile > 0:
+			return bad("both a fixed delay and an adaptive quantile")
+		case math.IsNaN(r.Quantile) || r.Quantile < 0 || r.Quantile >= 1:
+			return bad("adaptive quantile %v outside (0, 1)", r.Quantile)
+		case r.MaxAttempts < 0 || r.MaxAttempts > hedge.MaxAttemptsCap:
+			return bad("attempts per request %d outside [1, %d]", r.MaxAttempts, hedge.MaxAttemptsCap)
+		case r.Timeout < 0:
+			return bad("negative timeout %v", r.Timeout)
+		case math.IsNaN(r.HedgeFraction) || r.HedgeFraction < 0 || r.HedgeFraction > 1:
+			return bad("hedge fraction %v outside [0, 1]", r.HedgeFraction)
+		case r.HedgeFraction > 0 && len(r.Backends) == 0:
+			return bad("a hedge fraction needs backends of the route's own: a pool's budget bounds the work the pool takes")
+		case len(r.Class) > 128:
+			return bad("class longer than 128 bytes")
+		}
+		pool := len(c.Backends)
+		if len(r.Backends) > 0 {
+			pool = len(r.Backends)
+		}
+		tiedRoute := c.Tied
+		if r.Tied != nil {
+			tiedRoute = *r.Tied
+		}
+		if tiedRoute {
+			switch {
+			case pool < 2:
+				return bad("tied requests need at least two backends in the route's pool, have %d", pool)
+			case r.Delay != 0 || r.Quantile != 0:
+				return bad("a hedge delay with tied requests: the second copy goes after TiedDelay")
+			case r.MaxAttempts != 0 && r.MaxAttempts != 2:
+				return bad("attempts per request %d with tied requests: a tied request is two copies", r.MaxAttempts)
+			}
+		}
+		if r.AffinityKey != "" && r.AffinityKey != "none" {
+			if _, err := parseAffinityKey(r.AffinityKey); err != nil {
+				return bad("%v", err)
+			}
+		}
+	}
+	if c.Tied && len(c.Routes) > 0 && c.TiedDelay == 0 {
+		c.TiedDelay = tied.DefaultDelay
+	}
+	for _, r := range c.Routes {
+		if r.Tied != nil && *r.Tied && c.TiedDelay == 0 {
+			c.TiedDelay = tied.DefaultDelay
+		}
+	}
+	return nil
+}
+
+// validRouteName reports whether s is made of letters, digits, '.', '_'
+// and '-'.
+func validRouteName(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -101,7 +101,7 @@ func (g *Gateway) serverSettings(c ServerConfig) ServerConfig {
 // writeTimeout returns the write limit of a server built now, and
 // records it for extendWrite.
 func (g *Gateway) writeTimeout() time.Duration {
-	write := g.view.Load().timeout + serverSlack
+	write := g.view.Load().def.timeout + serverSlack
 	for {
 		// The smallest of the servers': each request that may take longer
 		// extends its own (see extendWrite).

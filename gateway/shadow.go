@@ -53,34 +53,35 @@ func (s *shadows) close() {
 	s.wg.Wait()
 }
 
-// shadow sends a copy of r, a read just answered under v, to a replica on
-// probation if one is due a shadow (replica.Set.Pick decides), in the
-// background. With no replica on probation it costs one atomic load.
+// shadow sends a copy of r, a read just answered under v, to a replica of
+// its pool p on probation if one is due a shadow (replica.Set.Pick
+// decides), in the background. With no replica on probation it costs one
+// atomic load.
 // It reads r before returning, never after: the handler may then return.
 // A traced read (rt non-nil) has the shadow's span for a child.
-func (g *Gateway) shadow(v *view, r *http.Request, rt *readTrace) {
-	if v.set.OnProbation() == 0 {
+func (g *Gateway) shadow(v *view, p *pool, r *http.Request, rt *readTrace) {
+	if p.set.OnProbation() == 0 {
 		return
 	}
 	now := time.Now()
-	i, t, ok := v.set.Pick(now, replica.Attempt{Role: replica.Shadow})
+	i, t, ok := p.set.Pick(now, replica.Attempt{Role: replica.Shadow})
 	if !ok {
 		return
 	}
 	s := &g.shadows
 	if !s.slots.tryAcquire() {
-		v.set.Done(t, replica.Canceled, now) // took no time: no latency sample
+		p.set.Done(t, replica.Canceled, now) // took no time: no latency sample
 		g.metrics.shadow(shadowSkipped)
 		return
 	}
 	u := targetURL(r)
-	u.Scheme, u.Host = v.targets[i].Scheme, v.targets[i].Host
+	u.Scheme, u.Host = p.targets[i].Scheme, p.targets[i].Host
 	h := forwardedHeaders(r, v.cfg.TrustedHop)
 	h[ShadowHeader] = shadowValue
 	h[deadline.Header] = v.shadowValue
 	var span trace.Span
 	if rt != nil {
-		span = rt.startShadow(r.Method, replicaLabel(v.cfg.Backends[i]), h)
+		span = rt.startShadow(r.Method, replicaLabel(p.backends[i]), h)
 	}
 	req := (&http.Request{
 		Method:     r.Method,
@@ -95,19 +96,19 @@ func (g *Gateway) shadow(v *view, r *http.Request, rt *readTrace) {
 	if s.closed {
 		s.mu.Unlock()
 		s.slots.release()
-		v.set.Done(t, replica.Canceled, now)
+		p.set.Done(t, replica.Canceled, now)
 		endShadow(span, outCanceled, context.Canceled)
 		return
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go g.runShadow(v, req, t, now, span)
+	go g.runShadow(v, p, req, t, now, span)
 }
 
 // runShadow sends req, reads and discards its answer (up to the response
 // limit) and gives the ticket back, to v's set, with the outcome, which
 // ends span too (nil: not traced).
-func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start time.Time, span trace.Span) {
+func (g *Gateway) runShadow(v *view, p *pool, req *http.Request, t replica.Ticket, start time.Time, span trace.Span) {
 	s := &g.shadows
 	defer s.wg.Done()
 	defer s.slots.release()
@@ -133,8 +134,8 @@ func (g *Gateway) runShadow(v *view, req *http.Request, t replica.Ticket, start 
 		err = hedge.DefaultAccept(resp) // as the engine judges an attempt
 	}
 	o, _ := hedge.Result{Verdict: err}.ReplicaOutcome() // as the engine judges an attempt
-	v.set.Done(t, o, time.Now())
-	v.counts[t.Replica()].count(roleShadow, shadowOutcome(err))
+	p.set.Done(t, o, time.Now())
+	p.counts[t.Replica()].count(roleShadow, shadowOutcome(err))
 	endShadow(span, shadowOutcome(err), err)
 	switch o {
 	case replica.Success:

@@ -89,7 +89,7 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 		return
 	}
 	s := &g.states
-	_, member := g.view.Load().set.Index(e.Name) // a scan, for a change of state: rare
+	member := g.view.Load().member(e.Name) // a scan, for a change of state: rare
 	s.mu.Lock()
 	stale := e.Generation <= s.gen[e.Name]
 	if !stale && member {
@@ -126,7 +126,7 @@ func (g *Gateway) replicaChanged(e replica.Event) {
 // so a gateway nobody asks learns of that only when the probe closes the
 // breaker.
 func (g *Gateway) observeReady(now time.Time) bool {
-	set := g.view.Load().set
+	set := g.view.Load().defaultPool().set
 	n := set.Available(now)
 	ready := n > 0
 	s := &g.states
@@ -137,7 +137,7 @@ func (g *Gateway) observeReady(now time.Time) bool {
 	defer s.readyMu.Unlock()
 	// Again, under the lock: another observer may have logged it, and
 	// the set may have moved since.
-	set = g.view.Load().set
+	set = g.view.Load().defaultPool().set
 	n = set.Available(now)
 	if ready = n > 0; s.ready.Load() == ready {
 		return ready
@@ -159,4 +159,14 @@ func gateEvidence(st *hedge.GateState) string {
 		s += fmt.Sprintf("; median latency %v against a baseline of %v", st.RecentMedian.Round(time.Microsecond), st.BaselineMedian.Round(time.Microsecond))
 	}
 	return s + fmt.Sprintf("; %.0f%% of the concurrency limit in use; %.0f%% of the replicas unavailable", 100*st.Load.InUse, 100*st.Load.Unavailable)
+}
+
+// member reports whether a pool of v has the replica called name.
+func (v *view) member(name string) bool {
+	for _, p := range v.pools {
+		if _, ok := p.set.Index(name); ok {
+			return true
+		}
+	}
+	return false
 }

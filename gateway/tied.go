@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -38,49 +37,38 @@ var (
 )
 
 // tiedPolicy sets p up for tied requests as cfg asks: the delay, two
-// attempts, the gate off, and a budget that lets every read be tied
-// unless one is given.
-func tiedPolicy(cfg Config, p *hedge.Policy) error {
+// attempts, the gate off. (Its budget, one credit per read, is the
+// route's own: see newRoute.)
+func tiedPolicy(cfg Config, p *hedge.Policy) {
 	p.Delay = max(cfg.TiedDelay, time.Nanosecond) // the engine's smallest fixed delay: at once, in effect
+	p.Adaptive.Quantile = 0
 	p.MaxAttempts = 2
 	p.Gate.Disabled = true
-	if p.Budget == nil {
-		// One credit per read, so that every read may be tied, and room
-		// to bank the credit of every read in flight: a read earns its
-		// credit as it starts and spends it a delay later, and with the
-		// default burst a burst of reads would lose theirs to the cap.
-		b, err := hedge.NewBudget(1, float64(max(hedge.DefaultBudgetBurst, cfg.MaxInFlightRequests)))
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		p.Budget = b
-	}
-	return nil
 }
 
-// tieable reports whether a read of h's class whose primary is picked at
-// now, with ctx, may be tied: whether its second copy, due tiedDelay later, would pass
+// tieable reports whether a read of the route, of h's class, whose
+// primary is picked at now, with ctx, may be tied: whether its second copy, due tiedDelay later, would pass
 // the engine's checks that come before its pick, the budget and the
 // deadline, as far as can be told now. The engine checks again when the
 // copy is due. A read that is not tied goes alone: its primary names no
 // twin, so no replica is sent a cancel for a copy that will never come,
 // and its twin's replica is not held for nothing.
-func (g *Gateway) tieable(v *view, h *hedge.Hedger, now time.Time, ctx context.Context) bool {
-	if g.budget.Credits() < 1 {
+func (rt *route) tieable(h *hedge.Hedger, now time.Time, ctx context.Context) bool {
+	if rt.keep.budget.Credits() < 1 {
 		return false
 	}
-	if !v.checkExpected {
+	if !rt.checkExpected {
 		return true
 	}
 	need := h.Expected()
 	if need <= 0 {
 		return true
 	}
-	dl := now.Add(v.timeout)
+	dl := now.Add(rt.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
-	return dl.Sub(now.Add(v.tiedDelay)) >= need
+	return dl.Sub(now.Add(rt.tiedDelay)) >= need
 }
 
 // stampTie writes copy a's tie headers as it is launched: the first copy
@@ -97,7 +85,7 @@ func (x *exchange) stampTie(a hedge.Attempt, out *http.Request) {
 			peer, _ = x.route.Twin()
 		}
 		h[tied.TieHeader] = []string{x.tieID}
-		h[tied.PeerHeader] = []string{x.v.origins[peer]}
+		h[tied.PeerHeader] = []string{x.rt.pool.origins[peer]}
 	case a.Index > 0:
 		delete(h, tied.TieHeader)
 		delete(h, tied.PeerHeader)

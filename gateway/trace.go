@@ -156,7 +156,7 @@ func (rt *readTrace) end(s served, end time.Time) {
 			attempts = 1 + int(x.hedges)
 		}
 		if w := int(x.tally.winner); x.tally.decided && w >= 0 {
-			span.SetAttributes(attrWinner.String(replicaLabel(x.v.cfg.Backends[x.tally.replica[w]])))
+			span.SetAttributes(attrWinner.String(replicaLabel(x.rt.pool.backends[x.tally.replica[w]])))
 			hedgeWon = w > 0
 		}
 	}

@@ -80,6 +80,10 @@ type settings struct {
 	gate *gate
 }
 
+// Class returns the Hedger's class in its Classes ("" for a Hedger of its
+// own).
+func (h *Hedger) Class() string { return h.class }
+
 // Policy returns the policy in force, with defaults filled in.
 func (h *Hedger) Policy() Policy { return h.cur.Load().p }
 
@@ -90,6 +94,10 @@ type Stats struct {
 	// Expected is the median latency of recent accepted attempts (zero
 	// until one is known); hedges are not sent with less time than this left.
 	Expected time.Duration
+	// P95 and P99 are the 95th and 99th percentiles of the latencies the
+	// delay is learnt from (accepted attempts, and cancelled losers' lower
+	// bounds) over the adaptive window; zero while none is known.
+	P95, P99 time.Duration
 	// Credits is the budget's current credit.
 	Credits float64
 	// Operations and WantedHedges count the operations in the gate's window
@@ -115,9 +123,15 @@ func (h *Hedger) StatsAt(now time.Time) Stats {
 	delay, expected, _ := h.delays.current(now)
 	g := h.cur.Load().gate
 	t := g.counts.totals(now)
+	var p95, p99 time.Duration
+	if s := h.delays.lat.SnapshotAt(now); s.Count() > 0 {
+		p95, p99 = s.Quantile(0.95), s.Quantile(0.99)
+	}
 	return Stats{
 		Delay:        delay,
 		Expected:     expected,
+		P95:          p95,
+		P99:          p99,
 		Credits:      h.budget.Credits(),
 		Operations:   t[countOps],
 		WantedHedges: t[countWanted],

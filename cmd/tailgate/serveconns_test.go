@@ -242,7 +242,7 @@ func TestServeMaxConns(t *testing.T) {
 	if m["tailgate_client_connections_reclaimed_total"] != 1 || m["tailgate_client_connections_refused_total"] != 1 {
 		t.Errorf("reclaimed %v refused %v; want 1 and 1", m["tailgate_client_connections_reclaimed_total"], m["tailgate_client_connections_refused_total"])
 	}
-	for _, want := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", `tailgate_requests_total{code="200"}`, `tailgate_in_flight{kind="requests"}`} {
+	for _, want := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", `tailgate_requests_total{code="200",route="default"}`, `tailgate_in_flight{kind="requests"}`} {
 		if _, ok := m[want]; !ok {
 			t.Errorf("/metrics lacks %s", want)
 		}
