@@ -45,13 +45,19 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 	if !a.all && a.rand() >= a.below {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.Int("status", s.code),
 		slog.Int64("bytes", s.bytes),
 		slog.Duration("duration", took))
+	if s.rt != nil {
+		attrs = append(attrs, slog.String("route", s.rt.name))
+	}
+	if s.h != nil {
+		attrs = append(attrs, slog.String("class", s.h.Class()))
+	}
 	attempts, hedgeWon := 0, false
 	if x := s.x; x != nil {
 		if x.started {

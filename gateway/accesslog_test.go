@@ -84,13 +84,13 @@ func TestAccessLog(t *testing.T) {
 		if len(got) != 5 {
 			t.Fatalf("%d access lines for 5 requests:\n%s", len(got), access.b.String())
 		}
-		base := map[string]any{"level": "INFO", "msg": "access", "client": "127.0.0.1:5555"}
+		base := map[string]any{"level": "INFO", "msg": "access", "client": "127.0.0.1:5555", "route": "default"}
 		want := []map[string]any{
-			{"method": "GET", "path": "/item", "status": 200.0, "bytes": 6.0, "duration": "1ms", "attempts": 1.0, "hedged": false, "hedgeWon": false},
-			{"method": "GET", "path": "/straggle", "status": 200.0, "bytes": 6.0, "duration": "11ms", "attempts": 2.0, "hedged": true, "hedgeWon": true},
-			{"method": "HEAD", "path": "/item", "status": 200.0, "bytes": 0.0, "duration": "1ms", "attempts": 1.0, "hedged": false, "hedgeWon": false},
+			{"method": "GET", "path": "/item", "status": 200.0, "bytes": 6.0, "duration": "1ms", "attempts": 1.0, "hedged": false, "hedgeWon": false, "class": "GET /item"},
+			{"method": "GET", "path": "/straggle", "status": 200.0, "bytes": 6.0, "duration": "11ms", "attempts": 2.0, "hedged": true, "hedgeWon": true, "class": "GET /straggle"},
+			{"method": "HEAD", "path": "/item", "status": 200.0, "bytes": 0.0, "duration": "1ms", "attempts": 1.0, "hedged": false, "hedgeWon": false, "class": "HEAD /item"},
 			{"method": "POST", "path": "/item", "status": 405.0, "duration": "0s", "attempts": 0.0, "hedged": false, "hedgeWon": false, "reason": "method"},
-			{"method": "GET", "path": "/fail", "status": 502.0, "duration": "2ms", "attempts": 2.0, "hedged": true, "hedgeWon": false, "reason": "all_failed"},
+			{"method": "GET", "path": "/fail", "status": 502.0, "duration": "2ms", "attempts": 2.0, "hedged": true, "hedgeWon": false, "reason": "all_failed", "class": "GET /fail"},
 		}
 		for i, w := range want {
 			for k, v := range base {

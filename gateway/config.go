@@ -211,7 +211,10 @@ type Config struct {
 	// level, with the message "access" and these attributes: method,
 	// path (no query: query strings carry tokens), status (0: the client
 	// left before an answer), bytes (of the body sent), duration (from
-	// the request's arrival to its answer), replica (the backend whose
+	// the request's arrival to its answer), route (the Route that took it,
+	// "default" for the top-level settings), class (the class of read the
+	// engine learnt its latency in, absent when refused before it was
+	// known), replica (the backend whose
 	// answer was forwarded, absent when none was), attempts (sent to
 	// replicas, the primary included), hedged (a hedge, or in tied mode a
 	// second copy, was sent), hedgeWon (its answer was forwarded), reason
