@@ -32,9 +32,10 @@ import (
 //
 // Requests go one at a time, each once the replicas have written every
 // byte they meant to send for the one before (a stray "second write"
-// included) and the gateway has ended every attempt: a stray that comes
-// while the next request is being written is the race no HTTP/1.1 client
-// can close (docs/gateway.md), and it is not what this suite measures.
+// included; on loopback a write is in the peer's socket as it returns)
+// and the gateway has ended every attempt: a stray that comes while the
+// next request is being written is the race no HTTP/1.1 client can close
+// (docs/gateway.md), and it is not what this suite measures.
 
 // strayRequests is how many requests each behaviour gets, per client.
 const strayRequests = 100

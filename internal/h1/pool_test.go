@@ -15,10 +15,12 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/memnet"
 )
 
-// pipeBackend serves connections made with net.Pipe, in a synctest
-// bubble: each answers every request with okResp until the client closes
-// it. It counts the connections dialled and those the client closed.
+// pipeBackend serves connections made with memnet.Pipe, in a synctest
+// bubble: each runs serve (nil: answers every request with okResp until
+// the client closes it). It counts the connections dialled and those the
+// client closed.
 type pipeBackend struct {
+	serve           func(c net.Conn, br *bufio.Reader)
 	dialled, closed atomic.Int32
 	wg              sync.WaitGroup
 }
@@ -26,8 +28,12 @@ type pipeBackend struct {
 func (b *pipeBackend) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	client, server := memnet.Pipe()
 	b.dialled.Add(1)
+	serve := b.serve
+	if serve == nil {
+		serve = answer(okResp)
+	}
 	b.wg.Go(func() {
-		answer(okResp)(server, bufio.NewReader(server))
+		serve(server, bufio.NewReader(server))
 		server.Close()
 		b.closed.Add(1)
 	})

@@ -17,25 +17,16 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/memnet"
 )
 
-// scripted is a backend of memnet pipes, in a synctest bubble, whose
-// connections serve runs (the server's end, and a reader of it), and a
-// recorder of what the Transport reports as unsolicited.
+// scripted is a pipeBackend that records what the Transport reports as
+// unsolicited.
 type scripted struct {
-	serve  func(c net.Conn, br *bufio.Reader)
-	dials  atomic.Int32
-	wg     sync.WaitGroup
+	pipeBackend
 	mu     sync.Mutex
 	events []Unsolicited
 }
 
-func (s *scripted) dial(context.Context, string, string) (net.Conn, error) {
-	client, server := memnet.Pipe()
-	s.dials.Add(1)
-	s.wg.Go(func() {
-		s.serve(server, bufio.NewReader(server))
-		server.Close()
-	})
-	return client, nil
+func newScripted(serve func(net.Conn, *bufio.Reader)) *scripted {
+	return &scripted{pipeBackend: pipeBackend{serve: serve}}
 }
 
 func (s *scripted) report(u Unsolicited) {
@@ -108,7 +99,7 @@ func bodyOf(tr http.RoundTripper, path string) (string, error) {
 // are again.
 func TestStrayWhileIdleNotDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &scripted{serve: answerThen(time.Millisecond, strayResp)}
+		s := newScripted(answerThen(time.Millisecond, strayResp))
 		tr := s.transport(t)
 		if b, err := bodyOf(tr, "/1"); b != "/1" {
 			t.Fatalf("first request: %q, %v", b, err)
@@ -120,7 +111,7 @@ func TestStrayWhileIdleNotDelivered(t *testing.T) {
 		if ev := s.reported(); len(ev) != 1 || ev[0] != (Unsolicited{Host: "backend"}) {
 			t.Errorf("reported %+v; want one stray after an answer", ev)
 		}
-		if n := s.dials.Load(); n != 2 {
+		if n := s.dialled.Load(); n != 2 {
 			t.Errorf("%d dials; want 2", n)
 		}
 		// Suspect: every request on a new connection, so that a stray
@@ -131,7 +122,7 @@ func TestStrayWhileIdleNotDelivered(t *testing.T) {
 				t.Fatalf("request %d while suspect: %q", i, b)
 			}
 		}
-		if n := s.dials.Load(); n != 5 {
+		if n := s.dialled.Load(); n != 5 {
 			t.Errorf("%d dials after 3 more requests while suspect; want 5", n)
 		}
 		// A minute on, it is reused again: the connection of /late is
@@ -140,7 +131,7 @@ func TestStrayWhileIdleNotDelivered(t *testing.T) {
 		s.serve = answerThen(0, "")
 		bodyOf(tr, "/late")
 		bodyOf(tr, "/again")
-		if n := s.dials.Load(); n != 6 {
+		if n := s.dialled.Load(); n != 6 {
 			t.Errorf("%d dials after suspectFor; want 6 (one connection for two requests)", n)
 		}
 		tr.CloseIdleConnections()
@@ -152,14 +143,14 @@ func TestStrayWhileIdleNotDelivered(t *testing.T) {
 // it is released (they are buffered) and are reported.
 func TestBytesAfterAnswerNotReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &scripted{serve: answerThen(0, strayResp)}
+		s := newScripted(answerThen(0, strayResp))
 		tr := s.transport(t)
 		for _, p := range []string{"/1", "/2"} {
 			if b, err := bodyOf(tr, p); b != p {
 				t.Fatalf("%s: %q, %v", p, b, err)
 			}
 		}
-		if n := s.dials.Load(); n != 2 {
+		if n := s.dialled.Load(); n != 2 {
 			t.Errorf("%d dials; want 2", n)
 		}
 		if ev := s.reported(); len(ev) != 2 || ev[0].OnOpen {
@@ -189,7 +180,7 @@ func greeter(delay time.Duration, greeting string) func(net.Conn, *bufio.Reader)
 // OnOpen. For suspectFor after, every new connection waits so.
 func TestGreetingNotDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &scripted{serve: greeter(time.Millisecond, strayResp)}
+		s := newScripted(greeter(time.Millisecond, strayResp))
 		tr := s.transport(t)
 		for range 2 {
 			start := time.Now()
@@ -223,7 +214,7 @@ func TestGreetingNotDelivered(t *testing.T) {
 // not wait), and a greeting that is there already is still caught.
 func TestSettleOnlyFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &scripted{serve: answerThen(0, "")}
+		s := newScripted(answerThen(0, ""))
 		tr := s.transport(t)
 		var held []*http.Response // each holds its connection: the next dials
 		for i, want := range []time.Duration{settleTimeout, 0} {

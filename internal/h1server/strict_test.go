@@ -53,6 +53,28 @@ func (r *recorder) served() []string {
 	return append([]string(nil), r.paths...)
 }
 
+// servedOf writes req on a new connection to a server of a recorder, and
+// checks the first answer's status and the paths served until the close.
+func servedOf(t *testing.T, req string, code int, served []string) {
+	t.Helper()
+	rec := &recorder{}
+	addr := serve(t, &Server{}, rec)
+	conn, br := dial(t, addr)
+	io.WriteString(conn, req)
+	resp, body := readResponse(t, br, "GET")
+	if resp.StatusCode != code {
+		t.Errorf("%d %q; want %d", resp.StatusCode, body, code)
+	}
+	for { // what else is answered, until the close
+		if _, err := http.ReadResponse(br, nil); err != nil {
+			break
+		}
+	}
+	if got := rec.served(); strings.Join(got, " ") != strings.Join(served, " ") {
+		t.Errorf("served %q; want %q", got, served)
+	}
+}
+
 // An HTTP/1.0 request with a Transfer-Encoding is refused, 400 and the
 // connection closed, before its handler: http.ReadRequest drops the field
 // and reads no body, so its chunked body would be served as the next
@@ -73,22 +95,7 @@ func TestHTTP10TransferEncoding(t *testing.T) {
 		{"HTTP/1.1 keeps its chunked body", "GET /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 200, []string{"/a", "/b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := &recorder{}
-			addr := serve(t, &Server{}, rec)
-			conn, br := dial(t, addr)
-			io.WriteString(conn, c.req)
-			resp, body := readResponse(t, br, "GET")
-			if resp.StatusCode != c.code {
-				t.Errorf("%d %q; want %d", resp.StatusCode, body, c.code)
-			}
-			for { // what else is answered, until the close
-				if _, err := http.ReadResponse(br, nil); err != nil {
-					break
-				}
-			}
-			if got := rec.served(); strings.Join(got, " ") != strings.Join(c.served, " ") {
-				t.Errorf("served %q; want %q", got, c.served)
-			}
+			servedOf(t, c.req, c.code, c.served)
 		})
 	}
 }
@@ -112,22 +119,7 @@ func TestExpectAndConnectionTokens(t *testing.T) {
 		{"no-break space", "GET /a HTTP/1.0\r\nConnection: \u00a0keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n", 200, []string{"/a"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := &recorder{}
-			addr := serve(t, &Server{}, rec)
-			conn, br := dial(t, addr)
-			io.WriteString(conn, c.req)
-			resp, body := readResponse(t, br, "GET")
-			if resp.StatusCode != c.code {
-				t.Errorf("%d %q; want %d", resp.StatusCode, body, c.code)
-			}
-			for {
-				if _, err := http.ReadResponse(br, nil); err != nil {
-					break
-				}
-			}
-			if got := rec.served(); strings.Join(got, " ") != strings.Join(c.served, " ") {
-				t.Errorf("served %q; want %q", got, c.served)
-			}
+			servedOf(t, c.req, c.code, c.served)
 		})
 	}
 }
