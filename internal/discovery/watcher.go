@@ -146,6 +146,56 @@ func ParseAll(raw []string) ([]Spec, error) {
 // when apply does, or, without calling apply, when there is no replica at
 // all (wrapping ErrNoBackends, with why).
 func (w *Watcher) Set(ctx context.Context, raw []string, apply func([]string) error) error {
+	return w.set(ctx, raw, apply, false)
+}
+
+// Await is Set for a start that may come before its names have records
+// (a gateway's pods started before the replicas'): while raw gives no
+// replica, it keeps the entries (State says why each gives none) and
+// resolves each again as it falls due, as Run would, logging a name's
+// problem once rather than at each try; it returns once apply has taken
+// the first replicas, or with ctx's error, or another error of Set's.
+func (w *Watcher) Await(ctx context.Context, raw []string, apply func([]string) error) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		err := w.set(ctx, raw, apply, true)
+		if !errors.Is(err, ErrNoBackends) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // a lookup cut short is not the names' answer
+			}
+			return err
+		}
+		next := w.due()
+		if next.IsZero() {
+			return err // no name to wait for: nothing will change
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// due returns when the soonest entry is resolved again (zero: none is).
+func (w *Watcher) due() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var next time.Time
+	for _, e := range w.entries {
+		if next.IsZero() || e.next.Before(next) {
+			next = e.next
+		}
+	}
+	return next
+}
+
+// set is Set; with keepEmpty, a round that gives no replica keeps the
+// entries it resolved (for Await's next round, and for State), still
+// without calling apply.
+func (w *Watcher) set(ctx context.Context, raw []string, apply func([]string) error, keepEmpty bool) error {
 	specs, err := ParseAll(raw)
 	if err != nil {
 		return err
@@ -175,6 +225,9 @@ func (w *Watcher) Set(ctx context.Context, raw []string, apply func([]string) er
 		}
 	}
 	merged := merge(specs, entries)
+	if len(merged) == 0 && keepEmpty {
+		w.specs, w.entries = specs, entries
+	}
 	w.mu.Unlock()
 	if len(merged) == 0 {
 		return fmt.Errorf("%w: %s", ErrNoBackends, strings.Join(problems, "; "))
@@ -199,14 +252,7 @@ func (w *Watcher) Run(ctx context.Context, apply func([]string) error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		w.mu.Lock()
-		var next time.Time
-		for _, e := range w.entries {
-			if next.IsZero() || e.next.Before(next) {
-				next = e.next
-			}
-		}
-		w.mu.Unlock()
+		next := w.due()
 		timer.Stop()
 		var due <-chan time.Time
 		if !next.IsZero() {
