@@ -108,7 +108,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
 	m.replicaAttempts = newReplicaAttempts()
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
-		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, discoveryCollector{g}, m.replicaAttempts.vec, buildInfo())
+		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, discoveryCollector{g.discovered}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
 		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers). Losers cancelled for a winner are not counted.",
