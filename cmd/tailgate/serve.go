@@ -100,6 +100,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	return serveWith(ctx, args, stdout, stderr, hup)
+}
+
+// serveWith is runServe with hup as its SIGHUP channel (a test's own).
+func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, hup chan os.Signal) int {
 	f, code, err := loadServeFlags(args, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -121,22 +126,33 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer shutdownTracing(tp, logger) // after g.Close: its shadows' spans end there
 	}
 	w := newWatcher(f, logger)
-	g, cfg, err := newGateway(ctx, w, cfg)
-	if errors.Is(err, discovery.ErrNoBackends) {
-		logger.Error("serve failed", "err", err) // DNS's answer, not the command line's
-		return exitError
-	}
-	if err != nil {
-		return usageError(stderr, "serve", err)
-	}
-	defer g.Close()
-	warnSameServer(ctx, logger, cfg.Backends, nil)
-	f.warnBackendTLSUnused(logger, cfg.Backends)
-	r := &reloader{args: args, g: g, log: logger, disc: w}
+	r := &reloader{args: args, log: logger, disc: w}
 	r.running.Store(f)
 	if err := r.loadCerts(f); err != nil {
 		return usageError(stderr, "serve", err)
 	}
+	g, cfg, err := newGateway(ctx, w, cfg)
+	if errors.Is(err, discovery.ErrNoBackends) {
+		// DNS's answer, not the command line's: wait for records, on
+		// the listeners, saying why (servewait.go).
+		logger.Warn("no replica at start", "err", err)
+		g, cfg, err = r.awaitBackends(ctx, cfg, hup)
+		if err != nil {
+			logger.Error("serve failed", "err", err)
+			return exitError
+		}
+		if g == nil {
+			return exitOK // stopped while waiting
+		}
+		reportDiscovery(g, w)
+		f = r.current() // a SIGHUP may have replaced it
+	} else if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	defer g.Close()
+	r.g = g
+	warnSameServer(ctx, logger, cfg.Backends, nil)
+	f.warnBackendTLSUnused(logger, cfg.Backends)
 	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
@@ -407,7 +423,7 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	if err := r.loadCerts(f); err != nil {
 		return err
 	}
-	inner, err := net.Listen("tcp", f.listen)
+	inner, err := listen(&r.pre.client, f.listen)
 	if err != nil {
 		return err // "listen tcp <addr>: ...": it names the address itself
 	}
@@ -436,7 +452,7 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "server", serverName(r, f), "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
 	}
 	if f.admin != "" {
-		aln, err := net.Listen("tcp", f.admin)
+		aln, err := listen(&r.pre.admin, f.admin)
 		if err != nil {
 			srv.Close()
 			<-errs

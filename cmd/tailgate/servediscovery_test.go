@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -381,8 +384,7 @@ func TestServeDiscoveryHostsAndReload(t *testing.T) {
 	t.Logf("%d reads, none failed", rd.reads.Load())
 }
 
-// The flags are checked, and a start whose names give no replica fails
-// with the reason (exit 1: the answer, not the command line, is wrong).
+// The flags are checked.
 func TestServeDiscoveryFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -397,13 +399,6 @@ func TestServeDiscoveryFlags(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, %q; want %d with %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
-	}
-	d := startDNSServer(t)
-	d.SetA("empty.test", 30)
-	code, _, stderr := runCmd("serve", "-listen", "127.0.0.1:0", "-admin", "", "-dns-server", d.Addr,
-		"-backends", "dns+http://empty.test:1,dnssrv+http://_h._tcp.none.test")
-	if code != exitError || !strings.Contains(stderr, "no backends") || !strings.Contains(stderr, "empty.test") || !strings.Contains(stderr, "_h._tcp.none.test") {
-		t.Errorf("no replica at start: exit %d, %q", code, stderr)
 	}
 	_, help, _ := runCmd("serve", "-h")
 	for _, want := range []string{"dns+http://name:port", "dnssrv+http://_service._tcp.name", "-dns-refresh duration", "(default 10s)", "-dns-server string"} {
@@ -448,5 +443,84 @@ func TestServeDiscoveryNameLate(t *testing.T) {
 	}
 	if len(dbg.Discovery) != 1 || dbg.Discovery[0].Stale || dbg.Discovery[0].Errors < 1 || !slices.Equal(dbg.Discovery[0].Backends, []string{rs.srv[1].URL}) {
 		t.Errorf("debug: %+v", dbg.Discovery)
+	}
+}
+
+// A start whose names have no records yet does not exit: serve listens,
+// answers clients 503, /healthz 200 and /readyz 503 naming each name and
+// why, reports the names in /metrics, and resolves them every
+// -dns-refresh; a SIGHUP meanwhile re-reads the file (a name fixed there is
+// resolved at once; a file that would not start is refused); once a name
+// has records, the gateway serves on the same listeners. SIGTERM while it
+// waits exits 0.
+func TestServeWaitsForRecords(t *testing.T) {
+	d := startDNSServer(t)
+	rs := newFleet(t, 1, nil)
+	d.SetA("empty.test", 30)
+	d.SetA("r.test", 30, "127.0.0.1")
+	path := writeTestFile(t, "tailgate.yaml", loopback+fmt.Sprintf(
+		"backends: [dns+http://empty.test:%d, dnssrv+http://_h._tcp.none.test]\ndns-server: %s\ndns-refresh: 1h\n", rs.port(0), d.Addr))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log, hup, done := newLogSink(), make(chan os.Signal, 1), make(chan int, 1)
+	go func() { done <- serveWith(ctx, []string{"-config", path}, log, log, hup) }()
+	m := log.waitFor(t, `level=WARN msg="no replica yet: serving 503, /readyz saying why, until the DNS names of -backends give one" addr=(\S+) admin=(\S+)`)
+	addr, admin := m[1], m[2]
+
+	if code, body, _ := do(t, "GET", "http://"+addr+"/item"); code != http.StatusServiceUnavailable || body != "no replica available yet\n" {
+		t.Errorf("a read while waiting: %d %q", code, body)
+	}
+	if code, _, _ := do(t, "GET", "http://"+admin+"/healthz"); code != 200 {
+		t.Errorf("healthz while waiting: %d", code)
+	}
+	code, body, _ := do(t, "GET", "http://"+admin+"/readyz")
+	for _, want := range []string{"no replica yet", "discovery waiting: dns+http://empty.test:", "no records: empty.test",
+		"discovery waiting: dnssrv+http://_h._tcp.none.test: discovery: no records"} {
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+			t.Errorf("readyz while waiting: %d %q; want 503 with %q", code, body, want)
+		}
+	}
+	if _, metrics, _ := do(t, "GET", "http://"+admin+"/metrics"); !strings.Contains(metrics, `tailgate_discovery_stale{name="dnssrv+http://_h._tcp.none.test"} 1`) ||
+		!strings.Contains(metrics, "go_goroutines") {
+		t.Errorf("metrics while waiting:\n%s", grepLines(metrics, "tailgate_"))
+	}
+
+	// A file that would not start: refused, and the wait goes on.
+	os.WriteFile(path, []byte(loopback+"backends: [dns+http://r.test:1]\nmax-conns: -1\n"), 0o600)
+	hup <- syscall.SIGHUP
+	log.waitFor(t, `level=ERROR msg="reload failed; the running configuration is kept" trigger=SIGHUP err=".*-max-conns -1`)
+	// The name fixed in the file (-dns-refresh needs a restart: the hour
+	// stays, so only the reload can bring the replica this soon).
+	os.WriteFile(path, []byte(loopback+fmt.Sprintf("backends: [dns+http://r.test:%d]\ndns-server: %s\ndns-refresh: 1h\n", rs.port(0), d.Addr)), 0o600)
+	hup <- syscall.SIGHUP
+	log.waitFor(t, `msg="replicas found: serving" replicas=1`)
+	log.waitFor(t, `msg="gateway listening" addr=`+regexp.QuoteMeta(addr))
+	if code, body, _ := do(t, "GET", "http://"+addr+"/item"); code != 200 || body != "replica 0" {
+		t.Errorf("a read once serving: %d %q", code, body)
+	}
+	if code, body, _ := do(t, "GET", "http://"+admin+"/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("readyz once serving: %d %q", code, body)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("exit %d:\n%s", code, log)
+	}
+
+	// Stopped while it waits: exit 0, the listeners closed.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	log = newLogSink()
+	go func() {
+		done <- serveWith(ctx, []string{"-config", writeTestFile(t, "empty.yaml", loopback+
+			fmt.Sprintf("backends: [dns+http://empty.test:1]\ndns-server: %s\n", d.Addr))}, log, log, hup)
+	}()
+	addr = log.waitFor(t, `msg="no replica yet[^\n]* addr=(\S+)`)[1]
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("stopped while waiting: exit %d:\n%s", code, log)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("%s still listens after serve ended", addr)
 	}
 }

@@ -76,6 +76,9 @@ type reloader struct {
 	// certs is the client listener's certificate, with -tls-cert; set
 	// before serving starts (loadCerts), for the process's life.
 	certs *gateway.CertFiles
+	// pre are listeners bound while serve waited for its first replica
+	// (servewait.go), for serveReloading to serve.
+	pre bound
 }
 
 // current returns the flags in force. They are not to be changed: a reload

@@ -390,19 +390,27 @@ func TestWatcherSetWakesRun(t *testing.T) {
 	})
 }
 
-// Await, at a start before the names have records: it keeps resolving
-// every refresh, State says why no replica comes (the problem logged
-// once, the tries counted), and it returns once apply has taken the first
-// replicas, at the refresh that finds them; Run then follows the names.
-// A context that ends stops it.
+// Await, at a start before the names have records: it goes on from the
+// Set that found nothing (no second query at once), keeps resolving every
+// refresh, State says why no replica comes (the problem logged once, the
+// tries counted), and it returns once apply has taken the first replicas,
+// at the refresh that finds them; Run then follows the names. A context
+// that ends stops it.
 func TestWatcherAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newFakeDNS()
 		w, logs := watch(d, refresh)
 		a := &applied{}
 		const name = "dns+http://replicas.test:8080"
+		if err := set(w, a, name); !errors.Is(err, ErrNoBackends) {
+			t.Fatalf("Set with no records: %v", err)
+		}
 		done := make(chan error, 1)
 		go func() { done <- w.Await(context.Background(), []string{name}, a.apply) }()
+		synctest.Wait()
+		if n := d.count(name); n != 1 {
+			t.Errorf("%d queries before the refresh, want Set's alone", n)
+		}
 		time.Sleep(5 * refresh)
 		synctest.Wait()
 		select {
