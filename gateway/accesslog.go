@@ -6,6 +6,7 @@ import (
 	"math"
 	randv2 "math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -62,6 +63,11 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 			// configuration it was served under, whatever a Reload did.
 			attrs = append(attrs, slog.String("replica", x.v.cfg.Backends[x.tally.replica[w]]))
 			hedgeWon = w > 0
+		} else if x.started && (s.reason == reasonClientGone || s.reason == reasonTimeout) {
+			// No answer came, but where the read waited is what an
+			// operator looks for: a client that gave up on a slow
+			// replica, a timeout on a stuck one.
+			attrs = append(attrs, slog.String("replica", x.attempted()))
 		}
 	}
 	attrs = append(attrs,
@@ -73,4 +79,22 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 	}
 	attrs = append(attrs, slog.String("client", r.RemoteAddr))
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
+}
+
+// attempted returns the replicas of the read's attempts, the primary's
+// first, comma-separated. Called once RoundTripWith has returned: every
+// attempt that was sent had been picked, and counted in hedges, by then.
+func (x *exchange) attempted() string {
+	var b strings.Builder
+	for i := 0; i <= int(x.hedges) && i < len(x.tickets); i++ {
+		r := x.tickets[i].Replica()
+		if r < 0 || r >= len(x.v.cfg.Backends) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(x.v.cfg.Backends[r])
+	}
+	return b.String()
 }

@@ -227,6 +227,10 @@ const (
 	rejectBody     = "body"
 	rejectTarget   = "target"
 	rejectDeadline = "deadline"
+	// rejectBadDeadline is a Tailgate-Timeout that does not parse: the
+	// client's mistake (400), to tell apart from a deadline too short to
+	// meet (504), which is load's.
+	rejectBadDeadline = "bad_deadline"
 )
 
 // expectedLatency returns the replicas' expected attempt latency (0 while
@@ -295,7 +299,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		// refused now rather than sent to replicas that would toil for a
 		// caller already gone.
 		if err != nil {
-			return g.reject(w, rejectDeadline, http.StatusBadRequest, err.Error())
+			return g.reject(w, rejectBadDeadline, http.StatusBadRequest, err.Error())
 		}
 		if d <= 0 {
 			return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")

@@ -75,7 +75,7 @@ func newMetrics(g *Gateway) *metrics {
 	}, []string{"reason"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_rejections_total",
-		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline.",
+		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline (too little time left: 504), bad_deadline (a malformed Tailgate-Timeout: 400).",
 	}, []string{"reason"})
 	m.late = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tailgate_late_completions_total",
@@ -105,7 +105,7 @@ func newMetrics(g *Gateway) *metrics {
 	for _, r := range hedge.SuppressReasons {
 		m.suppressed[r] = suppressed.WithLabelValues(r.String())
 	}
-	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
+	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline, rejectBadDeadline})
 	m.replicaAttempts = newReplicaAttempts()
 	m.registry.MustRegister(m.requests, m.latency, m.attempts, m.hedgeWins, suppressed, m.rejections,
 		m.late, m.cancelsSeen, shadows, gateMoves, &stateCollector{g: g}, discoveryCollector{g.discovered}, m.replicaAttempts.vec, buildInfo())
