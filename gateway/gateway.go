@@ -43,6 +43,9 @@ type Gateway struct {
 
 	// draining is set by StartDrain: /readyz answers 503 from then on.
 	draining atomic.Bool
+	// leaving are the replicas a Reload removed, until their attempts
+	// end (see leaving).
+	leaving leaving
 
 	// discovery reports the discovered names' state (SetDiscovery).
 	discovery atomic.Pointer[func() []DiscoveryStatus]
