@@ -436,7 +436,13 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, v *view, 
 		if ok, n := g.allowLog(logFailed); ok {
 			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
 		}
-		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err), reasonFailed)
+		msg := cause(err)
+		if tlsFailure(err) {
+			// Names, certificates and authorities are the backends'
+			// business, not a client's: the log has them (logTLS).
+			msg = "TLS with the backend failed (the gateway's log says why)"
+		}
+		return writeError(w, http.StatusBadGateway, "all attempts failed: "+msg, reasonFailed)
 	}
 }
 
