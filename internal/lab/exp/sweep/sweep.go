@@ -98,7 +98,9 @@ func runPoint(ctx context.Context, cfg Config, n int, base http.RoundTripper, ta
 	}
 	pt := Point{Summary: load.Summarize(outs, elapsed)}
 	pt.ReceiptsMissing = exp.AwaitReceipts(ctx, &receipts, cfg.Requests-pt.Dropped)
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The points share the fixtures: what a point's cancelled losers
+	// wrote must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, exp.CloseIdle(base)); err != nil {
 		return Point{}, err
 	}
 	pt.Work = exp.WorkBetween(before, fixture.Sum(fixtures), launched.Load(), cfg.Requests)
