@@ -108,13 +108,13 @@ func printDemo(w io.Writer, r *demo.Result) {
 	sw := r.Sweep
 	fmt.Fprintf(w, "\n2. sweep: %d reads per point against %s; budget and gate open\n", sw.Requests, sw.Model)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tp50\tp99\textra attempts\twasted\t\t")
+	fmt.Fprintln(tw, "\tp50\tp99\t(95% CI)\textra attempts\twasted\t\t")
 	for _, p := range append([]sweep.Point{sw.Baseline}, sw.Points...) {
 		mark := ""
 		if p.Label == sw.Knee {
 			mark = "<- knee"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, msText(p.P50Ms), msText(p.P99Ms), p.ExtraAttemptsPct, p.WastedPct, mark)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, msText(p.P50Ms), msText(p.P99Ms), p.P99CI(), p.ExtraAttemptsPct, p.WastedPct, mark)
 	}
 	tw.Flush()
 

@@ -243,7 +243,10 @@ func (r *renderer) table(t Table) {
 			if c < len(t.Columns) {
 				col = t.Columns[c]
 			}
-			r.w("<th scope=\"col\"", alignAttr(align[c], "left"), ">", esc(col), "</th>")
+			// A heading may break after a slash ("attempts/read"):
+			// numeric columns do not wrap, and their headings would
+			// otherwise set their width.
+			r.w("<th scope=\"col\"", alignAttr(align[c], "left"), ">", strings.ReplaceAll(esc(col), "/", "/<wbr>"), "</th>")
 		}
 		r.w("</tr></thead>\n")
 	}
@@ -280,7 +283,11 @@ func alignAttr(a, def string) string {
 }
 
 // css is the page's only styling. Plots carry their colours as SVG
-// attributes, so they keep them when copied out of the page.
+// attributes, so they keep them when copied out of the page. Table cells
+// wrap between words only (overflow-wrap:break-word, which, unlike
+// anywhere, keeps a column as wide as its longest word: a narrow column
+// split "frontier" as "frontie/r"), and a wide table scrolls within the
+// page rather than past it.
 const css = `:root{color-scheme:light}
 *{box-sizing:border-box}
 body{margin:0;background:#f3f4f6;color:#1b1f24;font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-text-size-adjust:100%}
@@ -303,12 +310,12 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",
 figcaption{font-size:.92rem;color:#374151;margin:.3rem 0 0;max-width:80ch}
 .footnote{display:block;color:#6b7280;font-size:.8rem;margin-top:.2rem}
 .series:hover polyline{stroke-width:3.5}
-h1,h2,p,caption,figcaption,td,.toc li{overflow-wrap:anywhere}
-th{overflow-wrap:break-word}
+h1,h2,p,caption,figcaption,.toc li{overflow-wrap:anywhere}
+th,td{overflow-wrap:break-word}
 .tablewrap{overflow-x:auto;margin:1.2rem 0 2rem}
 table{border-collapse:collapse;font-size:.9rem;font-variant-numeric:tabular-nums;min-width:60%}
 caption{text-align:left;font-weight:600;padding:0 0 .45rem}
-th,td{padding:.38rem .85rem;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
+th,td{padding:.38rem .6rem;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
 th{background:#f3f4f6;border-bottom:2px solid #9ca3af;font-weight:600}
 tbody tr:nth-child(even){background:#fafafa}
 th.r,td.r{text-align:right;white-space:nowrap}

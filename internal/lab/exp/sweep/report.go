@@ -17,6 +17,12 @@ type Point struct {
 	DelayMs  float64 `json:"delayMs,omitempty"`
 	Quantile float64 `json:"quantile,omitempty"`
 	load.Summary
+	// P99LowMs and P99HighMs bound the p99 at 95% confidence (from the
+	// reads' order statistics: how far the p99 of Requests reads can be
+	// from the replicas' own); null where the reads are too few to bound
+	// it, or where a failed read is the bound.
+	P99LowMs  *float64 `json:"p99LowMs"`
+	P99HighMs *float64 `json:"p99HighMs"`
 	// ExtraAttemptsPct is the share of attempts beyond one per read, by
 	// the fixtures' counters.
 	ExtraAttemptsPct float64 `json:"extraAttemptsPct"`
@@ -62,7 +68,7 @@ func (r *Report) Section() report.Section {
 	}
 	var notes []report.Note
 	failedP99 := 0
-	rows := [][]string{exp.LatencyRow(r.Baseline.Label, r.Baseline.Summary, exp.F2(r.Baseline.ExtraAttemptsPct), exp.F2(r.Baseline.WastedPct), "")}
+	rows := [][]string{exp.LatencyRow(r.Baseline.Label, r.Baseline.Summary, r.Baseline.P99CI(), exp.F2(r.Baseline.ExtraAttemptsPct), exp.F2(r.Baseline.WastedPct), "")}
 	for _, p := range r.Points {
 		pt := report.Point{X: p.ExtraAttemptsPct, Y: p.P99Ms}
 		switch {
@@ -85,7 +91,7 @@ func (r *Report) Section() report.Section {
 		} else if p.Pareto {
 			mark = "frontier"
 		}
-		rows = append(rows, exp.LatencyRow(p.Label, p.Summary, exp.F2(p.ExtraAttemptsPct), exp.F2(p.WastedPct), mark))
+		rows = append(rows, exp.LatencyRow(p.Label, p.Summary, p.P99CI(), exp.F2(p.ExtraAttemptsPct), exp.F2(p.WastedPct), mark))
 	}
 	slices.SortFunc(frontier.Points, func(a, b report.Point) int { return cmp.Compare(a.X, b.X) })
 	base := report.Series{Name: "no hedging", NoLine: true}
@@ -100,17 +106,44 @@ func (r *Report) Section() report.Section {
 	}
 	return report.Section{
 		Heading: "sweep: what each hedge delay costs",
-		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. The knee is %s: past it, more duplicate work buys little p99.",
+		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. The knee is %s: past it, more duplicate work buys little p99. The table bounds each p99 at 95%% confidence: two points whose intervals overlap may not differ.",
 			r.Requests, r.Rate, r.Model, r.Knee),
+		// p99 on a log axis: one point's outlier (a run of 2.5 s on a
+		// busy machine) would otherwise flatten all the others.
 		Plots: []report.Plot{{
-			Title: "The latency/work frontier", XLabel: "extra attempts (% of reads)", YLabel: "p99 latency (ms)",
+			Title: "The latency/work frontier", XLabel: "extra attempts (% of reads)", YLabel: "p99 latency (ms, log scale)", LogY: true,
 			Series: []report.Series{base, fixed, adaptive, frontier}, Notes: notes,
 			Caption: caption,
 		}},
 		Tables: []report.Table{{
 			Title:   "Every point",
-			Columns: exp.LatencyColumns("extra attempts %", "wasted %", ""),
+			Columns: exp.LatencyColumns("p99 95% CI ms", "extra attempts %", "wasted %", ""),
 			Rows:    rows,
 		}},
 	}
+}
+
+// P99CI writes the p99's confidence interval in ms, for a table: "lo–hi",
+// with "?" for a side the reads cannot bound.
+func (p Point) P99CI() string {
+	side := func(v *float64) string {
+		if v == nil {
+			return "?"
+		}
+		return exp.F1(*v)
+	}
+	return side(p.P99LowMs) + "–" + side(p.P99HighMs)
+}
+
+// setP99CI bounds p's p99 from sorted, every read's latency as
+// load.SortedMs gives them.
+func (p *Point) setP99CI(sorted []float64) {
+	lo, hi := load.QuantileCI(sorted, 0.99, 0.05)
+	bound := func(v float64) *float64 {
+		if !exp.Drawable(v) {
+			return nil
+		}
+		return &v
+	}
+	p.P99LowMs, p.P99HighMs = bound(lo), bound(hi)
 }

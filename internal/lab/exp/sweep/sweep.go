@@ -97,6 +97,7 @@ func runPoint(ctx context.Context, cfg Config, n int, base http.RoundTripper, ta
 		return Point{}, err
 	}
 	pt := Point{Summary: load.Summarize(outs, elapsed)}
+	pt.setP99CI(load.SortedMs(outs))
 	pt.ReceiptsMissing = exp.AwaitReceipts(ctx, &receipts, cfg.Requests-pt.Dropped)
 	// The points share the fixtures: what a point's cancelled losers
 	// wrote must be counted as its, not the next one's.
