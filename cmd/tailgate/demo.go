@@ -117,6 +117,9 @@ func printDemo(w io.Writer, r *demo.Result) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%.1f%%\t%s\t\n", p.Label, msText(p.P50Ms), msText(p.P99Ms), p.P99CI(), p.ExtraAttemptsPct, p.WastedPct, mark)
 	}
 	tw.Flush()
+	if sw.Knee == "" {
+		fmt.Fprintln(w, "   "+sw.KneeText())
+	}
 
 	o := r.Overload
 	fmt.Fprintf(w, "\n3. overload: two replicas with FIFO queues, capacity %.0f reads/s\n", o.Capacity)

@@ -106,8 +106,8 @@ func (r *Report) Section() report.Section {
 	}
 	return report.Section{
 		Heading: "sweep: what each hedge delay costs",
-		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. The knee is %s: past it, more duplicate work buys little p99. The table bounds each p99 at 95%% confidence: two points whose intervals overlap may not differ.",
-			r.Requests, r.Rate, r.Model, r.Knee),
+		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. %s The table bounds each p99 at 95%% confidence: two points whose intervals overlap may not differ.",
+			r.Requests, r.Rate, r.Model, r.KneeText()),
 		// p99 on a log axis: one point's outlier (a run of 2.5 s on a
 		// busy machine) would otherwise flatten all the others.
 		Plots: []report.Plot{{
@@ -146,4 +146,13 @@ func (p *Point) setP99CI(sorted []float64) {
 		return &v
 	}
 	p.P99LowMs, p.P99HighMs = bound(lo), bound(hi)
+}
+
+// KneeText says where the knee is, in a sentence, or that there is none:
+// no point beat no hedging's p99 (on a machine busy enough, none may).
+func (r *Report) KneeText() string {
+	if r.Knee == "" {
+		return "There is no knee: no delay beat no hedging's p99 in this run."
+	}
+	return "The knee is " + r.Knee + ": past it, more duplicate work buys little p99."
 }
