@@ -17,7 +17,7 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
 )
 
-const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about a minute:
+const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about 40 seconds:
   1. straggler: two replicas where a few reads straggle on their primary,
      read directly and through the hedging gateway;
   2. sweep: what each hedge delay costs in duplicate work, and where the knee is;
@@ -29,7 +29,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	html := fs.String("html", "tailgate-report.html", "where to write the HTML report")
 	seed := fs.Uint64("seed", 1, "seed of arrivals and latency draws")
 	asJSON := fs.Bool("json", false, "print the full results as JSON instead of a summary")
-	short := fs.Bool("short", false, "run each experiment at about a quarter of its size (about 15 seconds; noisier figures)")
+	short := fs.Bool("short", false, "run each experiment at about a quarter of its size (about 12 seconds; noisier figures)")
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -40,9 +40,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "demo", err)
 	}
 	if !*asJSON {
-		howLong := "about a minute"
+		howLong := "about 40 seconds"
 		if *short {
-			howLong = "about 15 seconds"
+			howLong = "about 12 seconds"
 		}
 		fmt.Fprintf(stdout, "Tailgate demo: loopback replicas on 127.0.0.1, %s...\n", howLong)
 	}
@@ -119,6 +119,9 @@ func printDemo(w io.Writer, r *demo.Result) {
 	tw.Flush()
 	if sw.Knee == "" {
 		fmt.Fprintln(w, "   "+sw.KneeText())
+	}
+	if s := sw.StallText(); s != "" {
+		fmt.Fprintln(w, "   "+s)
 	}
 
 	o := r.Overload

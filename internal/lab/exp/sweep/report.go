@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
@@ -38,6 +39,12 @@ type Point struct {
 	// the point was counted; their attempts are missing from
 	// Work.ClientAttempts. Normally zero.
 	ReceiptsMissing int `json:"receiptsMissing,omitempty"`
+	// StallMs is the longest this process waited for the CPU during the
+	// point's run (exp.StallMeter): a stall of the machine, not of what is
+	// measured. Runs counts the runs of the point: one that saw a stall
+	// over 20ms ran again, once, and the less stalled run stands.
+	StallMs float64 `json:"stallMs"`
+	Runs    int     `json:"runs"`
 	// Pareto is true when no other point has both a lower p99 and less
 	// extra work.
 	Pareto bool `json:"pareto"`
@@ -91,6 +98,9 @@ func (r *Report) Section() report.Section {
 		} else if p.Pareto {
 			mark = "frontier"
 		}
+		if p.StallMs > load.Ms(maxStall) {
+			mark = strings.TrimSpace(mark + " stalled " + exp.F1(p.StallMs) + "ms")
+		}
 		rows = append(rows, exp.LatencyRow(p.Label, p.Summary, p.P99CI(), exp.F2(p.ExtraAttemptsPct), exp.F2(p.WastedPct), mark))
 	}
 	slices.SortFunc(frontier.Points, func(a, b report.Point) int { return cmp.Compare(a.X, b.X) })
@@ -106,8 +116,8 @@ func (r *Report) Section() report.Section {
 	}
 	return report.Section{
 		Heading: "sweep: what each hedge delay costs",
-		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. %s The table bounds each p99 at 95%% confidence: two points whose intervals overlap may not differ.",
-			r.Requests, r.Rate, r.Model, r.KneeText()),
+		Text: fmt.Sprintf("%d reads per point at %.0f/s against two replicas (%s), with the budget and gate opened wide so each delay shows its own cost. %s The table bounds each p99 at 95%% confidence: two points whose intervals overlap may not differ. %s",
+			r.Requests, r.Rate, r.Model, r.KneeText(), r.StallText()),
 		// p99 on a log axis: one point's outlier (a run of 2.5 s on a
 		// busy machine) would otherwise flatten all the others.
 		Plots: []report.Plot{{
@@ -155,4 +165,23 @@ func (r *Report) KneeText() string {
 		return "There is no knee: no delay beat no hedging's p99 in this run."
 	}
 	return "The knee is " + r.Knee + ": past it, more duplicate work buys little p99."
+}
+
+// StallText says how many points ran again for a stall of the machine,
+// and how many stand with one (marked in the table), or "" for none.
+func (r *Report) StallText() string {
+	again, stalled := 0, 0
+	for _, p := range append([]Point{r.Baseline}, r.Points...) {
+		if p.Runs > 1 {
+			again++
+		}
+		if p.StallMs > load.Ms(maxStall) {
+			stalled++
+		}
+	}
+	if again == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of the points saw the machine stall this process for over %v (a neighbour's work, the hypervisor's steal) and ran again; %d stand with such a stall, marked.",
+		again, maxStall, stalled)
 }
