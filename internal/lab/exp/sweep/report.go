@@ -128,7 +128,9 @@ func (r *Report) Section() report.Section {
 		Tables: []report.Table{{
 			Title:   "Every point",
 			Columns: exp.LatencyColumns("p99 95% CI ms", "extra attempts %", "wasted %", ""),
-			Rows:    rows,
+			// The interval is a figure: right, and whole ("18.0–25.3").
+			Align: []string{6: "right"},
+			Rows:  rows,
 		}},
 	}
 }
@@ -182,6 +184,10 @@ func (r *Report) StallText() string {
 	if again == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d of the points saw the machine stall this process for over %v (a neighbour's work, the hypervisor's steal) and ran again; %d stand with such a stall, marked.",
-		again, maxStall, stalled)
+	stand := "none stands with such a stall"
+	if stalled > 0 {
+		stand = fmt.Sprintf("%d stand with such a stall, marked", stalled)
+	}
+	return fmt.Sprintf("%d of the points saw the machine stall this process for over %v (a neighbour's work, the hypervisor's steal) and ran again; %s.",
+		again, maxStall, stand)
 }
