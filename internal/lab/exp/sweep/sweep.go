@@ -110,7 +110,7 @@ func runSteady(ctx context.Context, cfg Config, n int, base http.RoundTripper, t
 			best = pt
 		}
 		best.Runs = run
-		if stall <= maxStall || run == maxRuns {
+		if stall <= maxStall || run == maxRuns || cfg.NoReruns {
 			return best, nil
 		}
 	}
