@@ -65,7 +65,7 @@ func newWatcher(f *serveFlags, logger *slog.Logger) *discovery.Watcher {
 // (servewait.go).
 func newGateway(ctx context.Context, w *discovery.Watcher, cfg gateway.Config) (*gateway.Gateway, gateway.Config, error) {
 	var g *gateway.Gateway
-	if err := w.Set(ctx, cfg.Backends, buildGateway(cfg, &g)); err != nil {
+	if err := w.Set(ctx, cfg.Backends, buildGateway(&cfg, &g)); err != nil {
 		return nil, cfg, err
 	}
 	reportDiscovery(g, w)

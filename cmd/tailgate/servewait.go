@@ -218,7 +218,7 @@ func (r *reloader) awaitBackends(ctx context.Context, cfg gateway.Config, hup ch
 				hupped <- false
 			}
 		}()
-		err := r.disc.Await(wctx, cfg.Backends, buildGateway(cfg, &g))
+		err := r.disc.Await(wctx, cfg.Backends, buildGateway(&cfg, &g))
 		cancel()
 		reload := <-hupped
 		switch {
@@ -253,14 +253,17 @@ func (r *reloader) awaitBackends(ctx context.Context, cfg gateway.Config, hup ch
 	}
 }
 
-// buildGateway returns a watcher's apply that builds the gateway of cfg
-// with the backends given, into *g.
-func buildGateway(cfg gateway.Config, g **gateway.Gateway) func([]string) error {
+// buildGateway returns a watcher's apply that builds the gateway of *cfg
+// with the backends given, into *g, and leaves in *cfg the configuration
+// it was built with (the backends resolved).
+func buildGateway(cfg *gateway.Config, g **gateway.Gateway) func([]string) error {
 	return func(backends []string) error {
-		c := cfg
+		c := *cfg
 		c.Backends = backends
 		var err error
-		*g, err = gateway.New(c)
+		if *g, err = gateway.New(c); err == nil {
+			*cfg = c
+		}
 		return err
 	}
 }
