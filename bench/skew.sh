@@ -14,7 +14,8 @@
 # the replicas' hit ratio, the most reads one replica received over the
 # mean, the clients' p50 and p99 (from each read's scheduled time; a read
 # that failed counts as infinitely slow), attempts per read as the
-# replicas saw them (1 plus hedges), and for affinity mode the partitions
+# replicas saw them (1 plus hedges; the whole run, every read sent and
+# every arrival), and for affinity mode the partitions
 # moved and the hot keys (its /debug/partitions). The gateway rebalances
 # on its defaults (a 10 s window, moves 5 s apart), so a row of 10 s shows
 # its hashing, its hot keys and hedging more than its moves; "tailgate lab

@@ -385,16 +385,17 @@ func (c Config) withDefaults() (Config, error) {
 // net/http's Transport for https:// and h2c backends, whose streams it
 // multiplexes.
 func newBase(c Config, tlsDial *backendTLS, onUnsolicited func(h1.Unsolicited)) http.RoundTripper {
-	t := newStdBase(c, tlsDial)
+	std := newStdBase(c, tlsDial)
+	t := &classifying{std, tlsDial} // https:// backends' failures told apart
 	if c.BackendProtocol == ProtocolH2C {
 		return t
 	}
 	h, err := h1.New(h1.Config{
 		Fallback:               t, // https:// backends
 		DialContext:            tlsDial.dial,
-		IdleTimeout:            t.IdleConnTimeout,
-		MaxIdlePerHost:         t.MaxIdleConnsPerHost,
-		MaxResponseHeaderBytes: t.MaxResponseHeaderBytes,
+		IdleTimeout:            std.IdleConnTimeout,
+		MaxIdlePerHost:         std.MaxIdleConnsPerHost,
+		MaxResponseHeaderBytes: std.MaxResponseHeaderBytes,
 		OnUnsolicited:          onUnsolicited,
 	})
 	if err != nil {

@@ -42,6 +42,9 @@ type Gateway struct {
 
 	// draining is set by StartDrain: /readyz answers 503 from then on.
 	draining atomic.Bool
+	// leaving are the replicas a Reload removed, until their attempts
+	// end (see leaving).
+	leaving leaving
 
 	// discovery reports the discovered names' state (SetDiscovery).
 	discovery atomic.Pointer[func() []DiscoveryStatus]
@@ -188,6 +191,10 @@ const (
 	rejectBody     = "body"
 	rejectTarget   = "target"
 	rejectDeadline = "deadline"
+	// rejectBadDeadline is a Tailgate-Timeout that does not parse: the
+	// client's mistake (400), to tell apart from a deadline too short to
+	// meet (504), which is load's.
+	rejectBadDeadline = "bad_deadline"
 )
 
 // served is what serve did with a request, for the metrics and the
@@ -253,7 +260,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		// refused now rather than sent to replicas that would toil for a
 		// caller already gone.
 		if err != nil {
-			return g.reject(w, rejectDeadline, http.StatusBadRequest, err.Error())
+			return g.reject(w, rejectBadDeadline, http.StatusBadRequest, err.Error())
 		}
 		if d <= 0 {
 			return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
@@ -417,7 +424,13 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route
 		if ok, n := g.allowLog(logFailed); ok {
 			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
 		}
-		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err), reasonFailed)
+		msg := cause(err)
+		if tlsFailure(err) {
+			// Names, certificates and authorities are the backends'
+			// business, not a client's: the log has them (logTLS).
+			msg = "TLS with the backend failed (the gateway's log says why)"
+		}
+		return writeError(w, http.StatusBadGateway, "all attempts failed: "+msg, reasonFailed)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -19,8 +20,15 @@ import (
 
 // applyConfigFile sets, from the YAML file at path, the flags of fs that
 // the command line has not set: flags given on the command line win over
-// the file. Errors name the file and, for a key or value, its line.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
+// the file. It returns where it set each one ("path:line", by flag name),
+// for the checks of their values to say (see serveFlags.locate). Errors
+// name the file and, for a key or value, its line.
+func applyConfigFile(fs *flag.FlagSet, path string) (map[string]string, error) {
+	set := map[string]string{}
+	return set, applyConfig(fs, path, set)
+}
+
+func applyConfig(fs *flag.FlagSet, path string, set map[string]string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err // "open <path>: ...": it names the file
@@ -61,10 +69,26 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			continue
 		}
 		if err := fs.Set(name, value); err != nil {
+			if isDuration(fs.Lookup(name)) {
+				// The flag package says only "parse error"; "5" is the
+				// usual slip (a number of seconds, as elsewhere).
+				return fmt.Errorf("%s:%d: %s: invalid value %q: want a duration such as 5s or 250ms", path, v.Line, name, value)
+			}
 			return fmt.Errorf("%s:%d: %s: invalid value %q: %w", path, v.Line, name, value, err)
 		}
+		set[name] = fmt.Sprintf("%s:%d", path, v.Line)
 	}
 	return nil
+}
+
+// isDuration reports whether fl takes a time.Duration.
+func isDuration(fl *flag.Flag) bool {
+	g, ok := fl.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(time.Duration)
+	return ok
 }
 
 // flagValue returns the command-line form of a value: a scalar as

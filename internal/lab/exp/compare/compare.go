@@ -191,7 +191,9 @@ func runSide(ctx context.Context, cfg Config, base http.RoundTripper, fixtures [
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The sides share the fixtures: what a side's cancelled losers wrote
+	// must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, exp.CloseIdle(base)); err != nil {
 		return Side{}, nil, nil, exp.Work{}, err
 	}
 	side := Side{Summary: load.Summarize(outs, elapsed)}

@@ -191,7 +191,9 @@ func RunPolicy(ctx context.Context, f *fanout.Fanout, client *http.Client, urls 
 	if err := ctx.Err(); err != nil {
 		return Policy{}, err
 	}
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The policies share the fixtures: what a policy's cancelled shards
+	// wrote must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, client.CloseIdleConnections); err != nil {
 		return Policy{}, err
 	}
 	fp := Policy{Summary: load.Summarize(outs, elapsed), latencies: load.LatenciesMs(outs)}

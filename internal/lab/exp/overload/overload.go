@@ -89,7 +89,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // receipts count.
 type overloadClient struct {
 	client                         *http.Client
-	hedger                         *hedge.Hedger // nil without hedging
+	base                           http.RoundTripper // the client's, shared by the conditions
+	hedger                         *hedge.Hedger     // nil without hedging
 	launched, receipts, suppressed atomic.Int64
 }
 
@@ -102,7 +103,7 @@ func newOverloadClient(cfg Config, c condition, base http.RoundTripper, targets 
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}
-	oc := &overloadClient{}
+	oc := &overloadClient{base: base}
 	var err error
 	oc.client, err = hedge.NewClient(hedge.TransportConfig{
 		Base: base, Policy: p, Targets: targets, Accept: exp.AcceptValue,
@@ -150,7 +151,9 @@ func runPoint(ctx context.Context, cfg Config, c condition, rate float64, seed u
 	// Receipts arrive once each read's losers are accounted for; let
 	// queues drain before the next point.
 	pt.ReceiptsMissing = exp.AwaitReceipts(ctx, &oc.receipts, offer.Requests-pt.Dropped)
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The points share the fixtures: what a point's cancelled losers
+	// wrote must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, exp.CloseIdle(oc.base)); err != nil {
 		return Point{}, err
 	}
 	n := oc.launched.Load()

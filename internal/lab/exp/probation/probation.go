@@ -205,8 +205,18 @@ func runOne(ctx context.Context, cfg Config, setup runSetup, on bool, progress f
 		return run, err
 	}
 	poller.poll(time.Now())
-	g.Close()
+	// Then the gateway stops (its counters final) and lets its backend
+	// connections go, and every request it wrote is read before the
+	// arrivals are counted: on a busy machine a loser written late may
+	// still be in a socket, and would count as sent, not received. Close
+	// is called at each look for a connection a loser gave back late; done
+	// once, it only releases idle connections (this gateway has no
+	// affinity mode).
+	err = fixture.QuiesceAll(ctx, fixtures, g.Close)
 	gClosed = true
+	if err != nil {
+		return run, err
+	}
 	if progress != nil {
 		progress(math.MaxInt)
 	}
