@@ -91,6 +91,10 @@ type serveFlags struct {
 	// fromFile is where the -config file set each flag it set ("path:line"),
 	// for errors about their values (see locate).
 	fromFile map[string]string
+	// routes are the file's routes, and routeLines where each begins, by
+	// name (see parseRoutes).
+	routes     []gateway.Route
+	routeLines map[string]string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -147,7 +151,7 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 		reportDiscovery(g, w)
 		f = r.current() // a SIGHUP may have replaced it
 	} else if err != nil {
-		return usageError(stderr, "serve", err)
+		return usageError(stderr, "serve", f.locate(err))
 	}
 	defer g.Close()
 	r.g = g
@@ -329,6 +333,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	c.add(f.checkTrace(given["trace-sample"]))
 	cfg.Affinity, err = f.affinity(given)
 	c.add(err)
+	cfg.Routes = f.routes
 	if !c.ok() {
 		return cfg, nil, c.err()
 	}
@@ -382,6 +387,11 @@ var flagNamed = regexp.MustCompile(`^-([a-z0-9][a-z0-9-]*)`)
 // without a line of code of its own, as long as its error starts with
 // the flag's name, as they all do.
 func (f *serveFlags) locate(err error) error {
+	if m := routeNamed.FindStringSubmatch(err.Error()); m != nil {
+		if at, ok := f.routeLines[m[1]]; ok {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+	}
 	m := flagNamed.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
@@ -391,6 +401,10 @@ func (f *serveFlags) locate(err error) error {
 	}
 	return err
 }
+
+// routeNamed matches the route a gateway error is about: "gateway:
+// invalid configuration: route search: ...".
+var routeNamed = regexp.MustCompile(`\broute ([A-Za-z0-9._-]+):`)
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var l slog.Level

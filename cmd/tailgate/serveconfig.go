@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/gateway"
 	"gopkg.in/yaml.v3"
 )
 
@@ -18,17 +19,29 @@ import (
 // checked as on the command line. A YAML list stands for a comma-separated
 // one (backends). JSON is YAML, so a JSON file works too.
 
-// applyConfigFile sets, from the YAML file at path, the flags of fs that
-// the command line has not set: flags given on the command line win over
-// the file. It returns where it set each one ("path:line", by flag name),
-// for the checks of their values to say (see serveFlags.locate). Errors
-// name the file and, for a key or value, its line.
-func applyConfigFile(fs *flag.FlagSet, path string) (map[string]string, error) {
-	set := map[string]string{}
-	return set, applyConfig(fs, path, set)
+// fileConfig is what a -config file gave beyond its flags' values.
+type fileConfig struct {
+	// lines is where the file set each flag it set ("path:line", by flag
+	// name), for the checks of their values to say (see
+	// serveFlags.locate).
+	lines map[string]string
+	// routes are its routes (the "routes" key: see parseRoutes), and
+	// routeLines where each begins, by name.
+	routes     []gateway.Route
+	routeLines map[string]string
 }
 
-func applyConfig(fs *flag.FlagSet, path string, set map[string]string) error {
+// applyConfigFile sets, from the YAML file at path, the flags of fs that
+// the command line has not set: flags given on the command line win over
+// the file; and reads its routes, which only a file gives. Errors name the
+// file and, for a key or value, its line.
+func applyConfigFile(fs *flag.FlagSet, path string) (fileConfig, error) {
+	fc := fileConfig{lines: map[string]string{}, routeLines: map[string]string{}}
+	return fc, applyConfig(fs, path, &fc)
+}
+
+func applyConfig(fs *flag.FlagSet, path string, fc *fileConfig) error {
+	set := fc.lines
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err // "open <path>: ...": it names the file
@@ -58,6 +71,12 @@ func applyConfig(fs *flag.FlagSet, path string, set map[string]string) error {
 			return fmt.Errorf("%s: %q given twice (first on line %d)", at, name, line)
 		}
 		seen[name] = k.Line
+		if name == "routes" {
+			if err := parseRoutes(path, v, fc); err != nil {
+				return err
+			}
+			continue
+		}
 		if name == "config" || fs.Lookup(name) == nil {
 			return fmt.Errorf("%s: unknown key %q%s", at, name, suggest(fs, name))
 		}

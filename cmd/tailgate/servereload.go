@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,11 +98,11 @@ func loadServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, int, 
 		return nil, code, nil
 	}
 	if f.configFile != "" {
-		lines, err := applyConfigFile(fs, f.configFile)
+		fc, err := applyConfigFile(fs, f.configFile)
 		if err != nil {
 			return nil, -1, err
 		}
-		f.fromFile = lines
+		f.fromFile, f.routes, f.routeLines = fc.lines, fc.routes, fc.routeLines
 	}
 	return f, -1, nil
 }
@@ -202,6 +203,9 @@ func (r *reloader) prepare() (prepared, error) {
 			next.kept[fl.Name] = true
 		}
 	})
+	if !reflect.DeepEqual(old.routes, next.routes) {
+		p.changed = append(p.changed, "routes") // applied live, whole or not at all
+	}
 	cfg, _, err := next.config(io.Discard) // the gateway keeps the logger it has
 	if err != nil {
 		// The running values of some settings with the new ones of
@@ -219,7 +223,7 @@ func (r *reloader) apply(trigger string) ([]string, error) {
 	}
 	res, err := r.reloadBackends(p.cfg)
 	if errors.Is(err, gateway.ErrInvalid) {
-		return nil, fmt.Errorf("%w: %w", errBadConfig, err)
+		return nil, fmt.Errorf("%w: %w", errBadConfig, p.next.locate(err))
 	}
 	if err != nil {
 		return nil, err
