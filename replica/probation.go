@@ -226,7 +226,7 @@ type probState struct {
 
 // probationJudge decides which replicas are on probation, those of the
 // newest generation of a Set (see Next). It runs at most every Window/10,
-// from Done (or UpdateProbation), under mu.
+// from Done (or updateProbation), under mu.
 type probationJudge struct {
 	// Read without mu, on the request path; written under mu (by
 	// configure) and, for next, by whoever claims a judgement.
@@ -293,13 +293,13 @@ func (s *Set) report(moves []Event) {
 	}
 }
 
-// UpdateProbation judges every replica's latency at now and moves replicas
+// updateProbation judges every replica's latency at now and moves replicas
 // on and off probation. Done does this by itself at most every Window/10,
 // so callers need not; it is there for a caller that wants a judgement at
 // a given time (tests, an admin view after traffic stopped). It does
 // nothing when probation is off. Whichever generation it is called on,
 // the newest is judged.
-func (s *Set) UpdateProbation(now time.Time) {
+func (s *Set) updateProbation(now time.Time) {
 	if !s.cfg.Probation.Enabled {
 		return
 	}

@@ -60,7 +60,7 @@ type Config struct {
 	// OnChange, when non-nil, is told of each change of a replica's
 	// breaker (opened, half-open, closed) and probation (entered,
 	// exited), once, on the goroutine whose call made it (Done, a pick,
-	// UpdateProbation, Next), after the Set's locks are released: it may
+	// updateProbation, Next), after the Set's locks are released: it may
 	// call the Set. It delays that call, a pick or an attempt's Done, so it
 	// must be quick and must not block (a log line is fine). Nil: no
 	// reports, and nothing is spent on them.
