@@ -317,7 +317,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 
 	if err != nil {
-		s = g.writeFailure(w, r, rt, client, budget, err)
+		s = g.writeFailure(w, r, rt, client, budget, resp, err)
 	} else {
 		defer resp.Body.Close()
 		s = g.writeResponse(w, r, resp)
@@ -386,18 +386,16 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // writeFailure answers a read that got no acceptable answer: 502 when
 // the replicas failed, 504 when time ran out, nothing when the client
 // left.
-func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route, client context.Context, budget time.Duration, err error) served {
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route, client context.Context, budget time.Duration, resp *http.Response, err error) served {
 	if errors.Is(err, hedge.ErrNoTarget) {
 		if ok, n := g.allowLog(logNoReplica); ok {
 			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
 		}
 		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open", reasonNoReplica)
 	}
-	var refused *hedge.RefusedError
-	if errors.As(err, &refused) {
+	if resp != nil {
 		// The last refused answer (a 5xx, a stray 1xx): every attempt
 		// failed.
-		resp := refused.Response
 		resp.Body.Close()
 		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		if tied.Dropped(resp) {
