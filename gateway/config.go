@@ -42,8 +42,8 @@ const (
 // ShadowHeader marks a shadow request: a duplicate of a read already
 // answered, sent to a replica on probation only to measure its latency,
 // its answer discarded. Its value is "1". Replicas may count shadows apart
-// or serve them last.
-const ShadowHeader = "Tailgate-Shadow"
+// or serve them last. The library's Transport marks its shadows the same.
+const ShadowHeader = hedge.ShadowHeader
 
 // Backend protocols.
 const (

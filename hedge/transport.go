@@ -56,15 +56,20 @@ type TransportConfig struct {
 	// are steered over a replica.Set of the targets (see Replicas): the
 	// primary to a replica by latency and load (power of two choices), a
 	// hedge to the fastest replica the request has not used, a replica
-	// whose breaker is open skipped. Empty means every attempt goes to the
-	// request's own URL, for a load balancer that spreads them.
+	// whose breaker is open skipped, and a replica whose median latency
+	// stays well above its peers' put on probation (replica.Probation):
+	// it gets no primary, and now and then a copy of a read just answered
+	// (marked ShadowHeader, in the background, at most 4 at once, each
+	// within 1s) measures it until it recovers. Empty means every attempt
+	// goes to the request's own URL, for a load balancer that spreads them.
 	Targets []string
 
 	// Replicas, instead of Targets, is the replica set to steer over; its
 	// replicas' names are the targets. Share one Set between Transports to
 	// share what it learns; configure its breakers and probation with
-	// replica.New. A Transport built from Targets makes a Set with
-	// replica.Config's defaults.
+	// replica.New (the Transport sends the shadows that probation needs).
+	// A Transport built from Targets makes a Set with replica.Config's
+	// defaults and probation on.
 	Replicas *replica.Set
 
 	// MaxBodyBytes bounds each response body, which the Transport reads in
@@ -110,6 +115,7 @@ type Transport struct {
 	accept  func(*http.Response) error
 	safe    map[string]bool
 	onRcpt  func(*http.Request, Receipt)
+	shadows shadows
 }
 
 // NewTransport validates cfg and returns a Transport.
@@ -162,7 +168,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.names = append(t.names, u.String())
 	}
 	if t.set == nil && len(t.names) > 0 {
-		set, err := replica.New(t.names, replica.Config{})
+		set, err := replica.New(t.names, replica.Config{Probation: replica.Probation{Enabled: true}})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -272,6 +278,9 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
 	rt.op.init(req.Context(), h, rt, s, t.names, 0)
 	resp, err := rt.op.run()
+	if rt.steer == nil && t.set != nil {
+		t.shadow(req) // a replica on probation may be due a copy, to measure it
+	}
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {

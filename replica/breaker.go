@@ -151,8 +151,8 @@ func (t Ticket) generation() uint64 { return t.gen }
 // breaker: its outcome decides whether the breaker closes or reopens.
 func (t Ticket) probe() bool { return t.id&ticketProbe != 0 }
 
-// shadow reports whether the ticket is for a shadow request (see
-// PickShadow): a duplicate sent to a replica on probation to measure it,
+// shadow reports whether the ticket is for a shadow request (a Pick with
+// Role Shadow): a duplicate sent to a replica on probation to measure it,
 // whose answer nobody reads.
 func (t Ticket) shadow() bool { return t.id&ticketShadow != 0 }
 

@@ -37,7 +37,7 @@ const MaxProbationSamples = 64
 // off; with Enabled alone it takes the defaults below.
 type Probation struct {
 	// Enabled turns probation on. The caller then sends the shadow
-	// requests that PickShadow hands out: a replica on probation is judged
+	// requests that Pick hands out for Role Shadow: a replica on probation is judged
 	// from nothing else, so without them it would never come back.
 	Enabled bool
 
@@ -85,7 +85,7 @@ type Probation struct {
 	MaxShare float64
 
 	// ShadowRate is how many shadow requests per second, at most, each
-	// replica on probation is due (PickShadow spaces them at least
+	// replica on probation is due (Shadow picks space them at least
 	// 1/ShadowRate apart). A replica on probation is judged from the
 	// samples taken since it went on probation, over the last
 	// max(Window, 2 × MinSamples / ShadowRate), so that enough shadows fit.

@@ -54,7 +54,7 @@ type Config struct {
 
 	// Probation configures latency-induced probation. It is off unless
 	// Probation.Enabled, because a replica on probation is judged from
-	// shadow requests that the caller must send (see PickShadow).
+	// shadow requests that the caller must send (Pick with Role Shadow).
 	Probation Probation
 
 	// OnChange, when non-nil, is told of each change of a replica's
@@ -192,7 +192,7 @@ type pickFields struct {
 	openUntil atomic.Int64
 	// probation is set while the replica is on probation (written only by
 	// the probation judge), and nextShadow (ns since epoch) is when its
-	// next shadow request is due (written by PickShadow, at most
+	// next shadow request is due (written by a Shadow pick, at most
 	// ShadowRate times a second).
 	probation  atomic.Bool
 	nextShadow atomic.Int64
