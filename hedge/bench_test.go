@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 func benchHedger(b *testing.B, delay time.Duration) *Hedger {
@@ -190,7 +192,13 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		benchRoundTrips(b, tr, "http://x/x")
 	})
 	b.Run("hedged-hedge-on-failure", func(b *testing.B) {
-		tr, err := NewTransport(TransportConfig{Base: &failFirst{*canned}, Policy: benchPolicy(b, time.Second), Targets: []string{"http://a", "http://b"}})
+		// Every primary fails, wherever it goes: breakers that opened
+		// would leave no replica for the hedge, so they never open here.
+		set, err := replica.New([]string{"http://a", "http://b"}, replica.Config{FailureThreshold: 1 << 30})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr, err := NewTransport(TransportConfig{Base: &failFirst{*canned}, Policy: benchPolicy(b, time.Second), Replicas: set})
 		if err != nil {
 			b.Fatal(err)
 		}
