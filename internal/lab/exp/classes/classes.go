@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -38,23 +37,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Header: exp.Start("classes", cfg.Seed), Config: cfg}
-	fixtures, err := startFixtures(cfg)
+	var rig exp.Rig
+	defer rig.Close()
+	fixtures, err := startFixtures(&rig, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer fixture.CloseAll(fixtures)
 	urls := []string{fixtures[0].URL(), fixtures[1].URL()}
 	paths := drawPaths(cfg)
-	client := exp.GatewayClient(10 * time.Second)
-	defer client.CloseIdleConnections()
+	client := rig.GatewayClient(10 * time.Second)
 	rep.Conditions = make([]Condition, len(conditions))
 	err = exp.Run(ctx, &rep.Header, len(conditions), cfg.Progress, func(i int) error {
-		front, attempts, stop, err := startCondition(conditions[i], cfg, urls)
+		var front exp.Rig // the condition's, stopped as it ends
+		defer front.Close()
+		url, attempts, err := startCondition(&front, conditions[i], cfg, urls)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		rep.Conditions[i], err = runCondition(ctx, conditions[i], cfg, front, paths, fixtures, client, attempts)
+		rep.Conditions[i], err = runCondition(ctx, conditions[i], cfg, url, paths, fixtures, client, attempts)
 		return err
 	})
 	if err != nil {
@@ -63,12 +63,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// startFixtures starts the two replicas: each path with its own model,
-// and each replica with its own stragglers among the ids.
-func startFixtures(cfg Config) ([]*fixture.Fixture, error) {
+// startFixtures starts the two replicas on rig: each path with its own
+// model, and each replica with its own stragglers among the ids.
+func startFixtures(rig *exp.Rig, cfg Config) ([]*fixture.Fixture, error) {
 	var fs []*fixture.Fixture
 	for i, name := range []string{"replica-a", "replica-b"} {
-		f, err := fixture.Start(fixture.Config{
+		f, err := rig.Start(fixture.Config{
 			Name: name, Seed: cfg.Seed + uint64(i),
 			Model: fixture.Constant(cfg.Item.Fast),
 			Paths: map[string]fixture.Model{
@@ -77,7 +77,6 @@ func startFixtures(cfg Config) ([]*fixture.Fixture, error) {
 			},
 		})
 		if err != nil {
-			fixture.CloseAll(fs)
 			return nil, err
 		}
 		fs = append(fs, f)
@@ -114,22 +113,16 @@ func drawPaths(cfg Config) []string {
 	return out
 }
 
-// startCondition serves the condition in front of the replicas and
-// returns where to read, a count of the attempts it started (nil: the
-// client's reads are the attempts), and how to stop it.
-func startCondition(cond string, cfg Config, urls []string) (string, func() int64, func(), error) {
+// startCondition serves the condition in front of the replicas, on rig,
+// and returns where to read and a count of the attempts it started (nil:
+// the client's reads are the attempts).
+func startCondition(rig *exp.Rig, cond string, cfg Config, urls []string) (string, func() int64, error) {
 	switch cond {
 	case condDirect:
-		return urls[0], nil, func() {}, nil
+		return urls[0], nil, nil
 	case condReference:
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", nil, nil, err
-		}
-		client := exp.GatewayClient(10 * time.Second)
-		srv := &http.Server{Handler: newReference(urls[0], urls[1], client)}
-		go srv.Serve(ln)
-		return "http://" + ln.Addr().String(), nil, func() { srv.Close(); client.CloseIdleConnections() }, nil
+		front, err := rig.Serve(newReference(urls[0], urls[1], rig.GatewayClient(10*time.Second)))
+		return front, nil, err
 	}
 	gcfg := gateway.Config{Backends: urls}
 	switch cond {
@@ -141,17 +134,11 @@ func startCondition(cond string, cfg Config, urls []string) (string, func() int6
 			{Name: "search", Match: "/search", Delay: cfg.SearchDelay},
 		}
 	}
-	g, err := gateway.New(gcfg)
+	g, front, err := rig.Gateway(gcfg)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	front, stop, err := exp.ServeGateway(g)
-	if err != nil {
-		g.Close()
-		return "", nil, nil, err
-	}
-	attempts := func() int64 { p, h := exp.GatewayAttempts(g); return p + h }
-	return front, attempts, func() { stop(); g.Close() }, nil
+	return front, func() int64 { p, h := exp.GatewayAttempts(g); return p + h }, nil
 }
 
 // runCondition reads every path through front and summarises each kind.

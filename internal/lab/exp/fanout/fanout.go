@@ -99,14 +99,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Setup: newSetup("fanout", cfg, sample, cfg.Requests, cfg.Rate)}
 
-	urls, fixtures, err := fixture.StartShards(cfg.Shards, 2, cfg.Model, cfg.Seed)
-	defer fixture.CloseAll(fixtures)
+	var rig exp.Rig
+	defer rig.Close()
+	urls, fixtures, err := rig.StartShards(cfg.Shards, 2, cfg.Model, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: base, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: rig.Transport(), Timeout: 10 * time.Second}
 	// A step per policy, then one for the simulation and the cross-check.
 	specs := cfg.specs()
 	err = exp.Run(ctx, &rep.Header, len(specs)+1, cfg.Progress, func(i int) error {

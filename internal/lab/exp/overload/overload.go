@@ -26,19 +26,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	capacity := cfg.capacity()
 	rep := &Report{Header: exp.Start("overload", cfg.Seed), Capacity: capacity, DelayMs: load.Ms(cfg.Delay), DurationMs: load.Ms(cfg.Duration)}
-	var all []*fixture.Fixture
-	defer func() { fixture.CloseAll(all) }()
+	var rig exp.Rig
+	defer rig.Close()
 	// pair starts the two replicas; with lowHedges, they serve queued
 	// hedges only when no primary waits.
 	pair := func(lowHedges bool) ([]*fixture.Fixture, error) {
 		var fs []*fixture.Fixture
 		for i := range 2 {
-			f, err := fixture.Start(fixture.Config{Name: []string{"replica-a", "replica-b"}[i], Model: fixture.Constant(cfg.Service),
+			f, err := rig.Start(fixture.Config{Name: []string{"replica-a", "replica-b"}[i], Model: fixture.Constant(cfg.Service),
 				Seed: cfg.Seed + uint64(i), Capacity: cfg.Workers, StopOnCancel: false, DeprioritizeHedges: lowHedges})
 			if err != nil {
 				return nil, err
 			}
-			all = append(all, f)
 			fs = append(fs, f)
 		}
 		return fs, nil
@@ -55,8 +54,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		conds = append(conds, hedgingUnboundedLow)
 	}
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	base := rig.Transport()
 	// Each condition has one client for the whole run, as a service has:
 	// the gate meets each load with what it learned at the loads before,
 	// and only the first load finds it cold.

@@ -23,20 +23,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Header: exp.Start("sweep", cfg.Seed), Model: cfg.Model.String(), Requests: cfg.Requests, Rate: cfg.Rate}
-	fixtures, err := fixture.StartPair(cfg.Model, cfg.Seed)
+	var rig exp.Rig
+	defer rig.Close()
+	fixtures, err := rig.StartPair(cfg.Model, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	defer fixture.CloseAll(fixtures)
 	// HTTP/2 over cleartext to the fixtures: a loser cancelled resets its
 	// stream and the connection goes on. Over HTTP/1.1 it closes its
 	// connection, and a short delay's every other read opens a new one:
 	// hundreds of connections a second, whose cost on a busy machine
 	// showed in the percentiles more than the delays did.
-	base := hedge.NewBaseTransport()
+	base := rig.Transport()
 	base.Protocols = new(http.Protocols)
 	base.Protocols.SetUnencryptedHTTP2(true)
-	defer base.CloseIdleConnections()
 	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 
 	type config struct {
