@@ -30,6 +30,11 @@ type Transport struct {
 	// kept for as long as sending takes less than Slack. Zero rewrites
 	// every request.
 	Slack time.Duration
+
+	// Header is the header written, in canonical form: "" means Header
+	// (Tailgate-Timeout); "Grpc-Timeout" stamps gRPC calls, whose timeout
+	// has the same format.
+	Header string
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -37,11 +42,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	dl, has := ctx.Deadline()
 	if !has {
-		if _, stale := req.Header[Header]; !stale {
+		if _, stale := req.Header[t.name()]; !stale {
 			return t.base().RoundTrip(req)
 		}
 		out := withHeader(req)
-		out.Header.Del(Header)
+		delete(out.Header, t.name())
 		return t.base().RoundTrip(out)
 	}
 	// The remaining time, not the deadline itself, goes on the wire: the
@@ -58,14 +63,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base().RoundTrip(req)
 	}
 	out := withHeader(req)
-	out.Header.Set(Header, Format(left))
+	out.Header[t.name()] = []string{Format(left)}
 	return t.base().RoundTrip(out)
 }
 
 // current reports whether h carries exactly one well-formed value no more
 // than left and at most t.Slack below it.
 func (t *Transport) current(h http.Header, left time.Duration) bool {
-	v := h[Header]
+	v := h[t.name()]
 	if len(v) != 1 {
 		return false
 	}
@@ -79,6 +84,13 @@ func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+func (t *Transport) name() string {
+	if t.Header != "" {
+		return t.Header
+	}
+	return Header
 }
 
 func (t *Transport) base() http.RoundTripper {

@@ -440,3 +440,28 @@ func TestTransportSlackNeverClaimsMoreThanLeft(t *testing.T) {
 		}
 	})
 }
+
+func TestTransportHeaderNamesTheHeaderWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &capture{}
+		tr := &deadline.Transport{Base: base, Header: "Grpc-Timeout"}
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		defer cancel()
+		req := newRequest(t, ctx, nil)
+		req.Header.Set("Grpc-Timeout", "5S") // the client's: more than is left
+		roundTrip(t, tr, req)
+		if got := base.req.Header.Get("Grpc-Timeout"); got != "250000u" {
+			t.Errorf("Grpc-Timeout %q, want 250000u", got)
+		}
+		if got, ok := base.req.Header[deadline.Header]; ok {
+			t.Errorf("%s %q written too", deadline.Header, got)
+		}
+		// Without a deadline, a stale value goes.
+		req = newRequest(t, context.Background(), nil)
+		req.Header.Set("Grpc-Timeout", "5S")
+		roundTrip(t, tr, req)
+		if got, ok := base.req.Header["Grpc-Timeout"]; ok {
+			t.Errorf("stale Grpc-Timeout %q forwarded without a deadline", got)
+		}
+	})
+}

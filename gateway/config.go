@@ -26,6 +26,7 @@ const (
 	DefaultTimeout             = 10 * time.Second
 	DefaultMaxResponseBytes    = 1 << 20
 	DefaultMaxInFlightShadows  = 8
+	DefaultMaxRequestBodyBytes = 64 << 10
 
 	// DefaultMaxResponseHeaderBytes bounds a backend's response header
 	// block, as serve's -max-header-bytes bounds a client's request.
@@ -130,9 +131,19 @@ type Config struct {
 	// applied to a Base of the caller's.
 	MaxResponseHeaderBytes int64
 
+	// MaxRequestBodyBytes bounds the body of a read whose Route declares
+	// its method (a search POST, a gRPC call's request): the body is read
+	// whole before the first attempt, so that every attempt sends the same
+	// bytes. A larger body is refused with 413 (a gRPC call with
+	// RESOURCE_EXHAUSTED), nothing forwarded. Default
+	// DefaultMaxRequestBodyBytes (64 KiB).
+	MaxRequestBodyBytes int64
+
 	// BackendProtocol is the protocol to http:// backends: ProtocolHTTP1
 	// (default) or ProtocolH2C. https:// backends negotiate HTTP/2 or
-	// HTTP/1.1 by ALPN either way (see BackendTLS).
+	// HTTP/1.1 by ALPN either way (see BackendTLS). gRPC routes (see
+	// Route.GRPC) reach http:// backends over h2c whatever it says: gRPC
+	// runs over HTTP/2 only.
 	BackendProtocol string
 
 	// BackendTLS configures TLS to https:// backends: RootCAs verify
@@ -309,6 +320,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxResponseBytes < 0 {
 		return c, fmt.Errorf("%w: negative response limit %d", ErrInvalid, c.MaxResponseBytes)
+	}
+	if c.MaxRequestBodyBytes == 0 {
+		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if c.MaxRequestBodyBytes < 0 {
+		return c, fmt.Errorf("%w: negative request body limit %d", ErrInvalid, c.MaxRequestBodyBytes)
 	}
 	if c.MaxResponseHeaderBytes == 0 {
 		c.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes

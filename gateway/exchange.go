@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/replica"
@@ -57,12 +56,21 @@ func (g *Gateway) newExchange(v *view, rt *route, r *http.Request, deadlineValue
 	out.URL = &x.url
 	out.Header = forwardedHeaders(r, v.cfg.TrustedHop)
 	if deadlineValue != nil {
-		out.Header[deadline.Header] = deadlineValue // at most the time left as the primary is sent
+		out.Header[rt.deadlineHeader] = deadlineValue // at most the time left as the primary is sent
 	} // else the deadline Transport writes it (forwardedHeaders dropped the client's)
 	out.Host = ""
 	out.RequestURI = ""
 	out.Body = http.NoBody
 	out.ContentLength = 0
+	if r.GetBody != nil {
+		// A body serve read whole (body.go): each attempt gets its own
+		// reader of the same bytes (hedge.Transport calls GetBody).
+		out.Body, _ = r.GetBody()
+		out.ContentLength = r.ContentLength
+	}
+	if rt.grpc != nil {
+		out.Header["Te"] = teTrailers // see grpcproxy.go
+	}
 	out.Close = false
 	return x
 }
@@ -141,6 +149,9 @@ func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
 	tiedCopy := x.route.Tied(a.Index)
 	if x.rt.tied {
 		x.stampTie(a, out)
+	}
+	if x.rt.grpc != nil && a.Index > 0 {
+		out.Header[previousAttempts] = previousValues[a.Index] // as gRPC's own hedging (A6)
 	}
 	if x.trace != nil {
 		role := rolePrimary

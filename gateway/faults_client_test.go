@@ -75,6 +75,25 @@ func withBody(body string, lines ...string) string {
 	return req(append(lines, "Content-Length: "+strconv.Itoa(len(body)))...) + body
 }
 
+// bodyTimeout is the timeout of the route of the client cases' POSTs:
+// their bodies must arrive within it.
+const bodyTimeout = 300 * time.Millisecond
+
+// body checks that the backend saw the body want, with its
+// Content-Length, never chunked.
+func body(want string) func(*testing.T, *http.Request) {
+	return func(t *testing.T, r *http.Request) {
+		t.Helper()
+		got, _ := io.ReadAll(r.Body)
+		if string(got) != want {
+			t.Errorf("backend saw body %q, want %q", got, want)
+		}
+		if r.ContentLength != int64(len(want)) || len(r.TransferEncoding) > 0 {
+			t.Errorf("backend saw Content-Length %d, Transfer-Encoding %q; want %d and none", r.ContentLength, r.TransferEncoding, len(want))
+		}
+	}
+}
+
 // header checks that the backend saw header k with exactly the values
 // want (none: absent).
 func header(k string, want ...string) func(*testing.T, *http.Request) {
@@ -156,6 +175,34 @@ var clientCases = []clientCase{
 	{name: "Transfer-Encoding identity is refused by net/http", raw: req("GET /x HTTP/1.1", "Host: h", "Transfer-Encoding: identity"), status: 501, by: byNetHTTP, closed: true},
 	{name: "Transfer-Encoding gzip, chunked is refused by net/http", raw: req("GET /x HTTP/1.1", "Host: h", "Transfer-Encoding: gzip, chunked") + "0\r\n\r\n",
 		status: 501, by: byNetHTTP, closed: true},
+
+	// Reads with a body: only a route's declared methods (POST /search
+	// here, with a body limit of 1 KiB and a timeout of bodyTimeout). The
+	// body is read whole before anything is forwarded, and goes on with a
+	// Content-Length; whatever cannot be read whole is refused, nothing
+	// forwarded, the connection closed.
+	{name: "a declared POST is forwarded with its body", raw: withBody(`{"q":"x"}`, "POST /search HTTP/1.1", "Host: h", "Content-Type: application/json"),
+		status: 200, by: byBackend, seen: all(body(`{"q":"x"}`), header("Content-Type", "application/json"))},
+	{name: "a declared POST's chunked body goes on with a Content-Length, the connection closed",
+		raw:    req("POST /search HTTP/1.1", "Host: h", "Transfer-Encoding: chunked") + "4\r\ndata\r\n3\r\nabc\r\n0\r\n\r\n" + smuggled,
+		status: 200, by: byBackend, closed: true, seen: body("dataabc")},
+	{name: "a declared POST with TE and CL: the request after the chunked end is never served",
+		raw:    req("POST /search HTTP/1.1", "Host: h", "Content-Length: "+strconv.Itoa(len("0\r\n\r\n"+smuggled)), "Transfer-Encoding: chunked") + "0\r\n\r\n" + smuggled,
+		status: 200, by: byBackend, closed: true, seen: body("")},
+	{name: "a declared POST's body over the limit is refused unread", raw: withBody(strings.Repeat("a", 1025)+smuggled, "POST /search HTTP/1.1", "Host: h"),
+		status: 413, by: rejectBodyTooLarge, closed: true},
+	{name: "a declared POST's chunked body over the limit is refused",
+		raw:    req("POST /search HTTP/1.1", "Host: h", "Transfer-Encoding: chunked") + "401\r\n" + strings.Repeat("a", 1025) + "\r\n0\r\n\r\n",
+		status: 413, by: rejectBodyTooLarge, closed: true},
+	{name: "a declared POST over the limit that expects 100-continue is refused before it sends",
+		raw:    req("POST /search HTTP/1.1", "Host: h", "Content-Length: 2048", "Expect: 100-continue"),
+		status: 413, by: rejectBodyTooLarge, closed: true},
+	{name: "a declared POST's body too slow to arrive is refused", raw: req("POST /search HTTP/1.1", "Host: h", "Content-Length: 10") + "abc",
+		status: 408, by: rejectBodyTimeout, closed: true},
+	{name: "a declared POST's body cut short is refused", raw: req("POST /search HTTP/1.1", "Host: h", "Transfer-Encoding: chunked") + "zz\r\n",
+		status: 400, by: rejectBody, closed: true},
+	{name: "a method the route does not declare is refused", raw: withBody("data", "PUT /search HTTP/1.1", "Host: h"), status: 405, by: rejectMethod, closed: true},
+	{name: "a body on GET is refused on a route that declares POST", raw: withBody("data", "GET /search HTTP/1.1", "Host: h"), status: 400, by: rejectBody, closed: true},
 
 	// Request targets: only the origin form is proxied; no other form
 	// may choose where a request goes.
@@ -286,7 +333,8 @@ func servePlain(t *testing.T, g *Gateway, plain string) string {
 func runClientCase(t *testing.T, c clientCase, plain string) {
 	a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") })
 	g, err := New(Config{Backends: []string{a.URL}, Timeout: clientTimeout, TrustedHop: c.trusted,
-		Policy: hedge.Policy{MaxAttempts: 1}, DisableProbation: true})
+		Policy: hedge.Policy{MaxAttempts: 1}, DisableProbation: true, MaxRequestBodyBytes: 1024,
+		Routes: []Route{{Name: "search", Match: "/search", Methods: []string{"POST"}, Timeout: bodyTimeout}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,8 @@ type Gateway struct {
 	keep     lasting    // what outlives views; under reloadMu (see lasting)
 
 	base      http.RoundTripper
-	tls       *backendTLS // the TLS that base dials with; nil with a Base of the caller's
+	h2cBase   http.RoundTripper // gRPC routes': http:// backends over h2c whatever BackendProtocol says (base when it says h2c, or is the caller's)
+	tls       *backendTLS       // the TLS that base dials with; nil with a Base of the caller's
 	requests  limiter
 	attempts  limiter
 	metrics   *metrics
@@ -106,6 +107,14 @@ func New(cfg Config) (*Gateway, error) {
 		g.tls = newBackendTLS(dialBackend, cfg.BackendTLS)
 		g.base = newBase(cfg, g.tls, g.unsolicited)
 	}
+	g.h2cBase = g.base
+	if cfg.Base == nil && cfg.BackendProtocol != ProtocolH2C {
+		// Built whether or not a route needs it yet (a reload may add a
+		// gRPC route): it holds no connection until one does.
+		h2c := cfg
+		h2c.BackendProtocol = ProtocolH2C
+		g.h2cBase = newBase(h2c, g.tls, g.unsolicited)
+	}
 	v, keep, err := g.newView(cfg, lasting{}, windows)
 	if err != nil {
 		return nil, err
@@ -128,8 +137,10 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) Close() {
 	g.shadows.close()
 	g.affinity.close() // affinity mode's rebalancing rounds
-	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
+	for _, b := range []http.RoundTripper{g.base, g.h2cBase} {
+		if c, ok := b.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
 	}
 }
 
@@ -224,10 +235,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	v := g.view.Load()
 	rt := v.routeOf(r)
 	defer func() { s.rt = rt }()
+	if rt.grpc != nil {
+		if !rt.grpc.reads[r.URL.Path] {
+			return g.passGRPC(w, r, v, rt, start) // a stream, a write: once, unhedged (grpcproxy.go)
+		}
+		w = &grpcWriter{w} // a read: answered in gRPC's terms
+	}
 	// What a read may be comes first, before the request limit: the checks
 	// cost nothing, and a request that fails them is refused, and its
 	// connection closed, even under overload (see refuseAndClose).
 	if !takes(rt.methods, r.Method) {
+		if isGRPC(r) {
+			return g.grpcUnrouted(w, r)
+		}
 		// OPTIONS * too: Server keeps net/http from answering it.
 		w.Header().Set("Allow", "GET, HEAD")
 		return g.refuseAndClose(w, rejectMethod, http.StatusMethodNotAllowed, "only GET and HEAD are proxied")
@@ -240,7 +260,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		return g.refuseAndClose(w, rejectTarget, http.StatusBadRequest, "only origin-form request targets (/path?query) are proxied")
 	}
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
-		return g.refuseAndClose(w, rejectBody, http.StatusBadRequest, "requests with a body are not proxied: reads only")
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return g.refuseAndClose(w, rejectBody, http.StatusBadRequest, "requests with a body are not proxied: reads only")
+		}
+		// A method the route declares a read: its body, whole (body.go).
+		var ok bool
+		if r, s, ok = g.readBody(w, r, v, rt, start); !ok {
+			return s
+		}
 	}
 	if !g.requests.tryAcquire() {
 		w.Header().Set("Retry-After", "1")
@@ -255,7 +282,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	client := r.Context()
 	budget, budgetValue := rt.timeout, rt.timeoutValue
-	if d, ok, err := deadline.FromHeader(r.Header); ok {
+	if d, ok, err := rt.clientDeadline(r.Header); ok {
 		// The client's own deadline: work that cannot finish within it is
 		// refused now rather than sent to replicas that would toil for a
 		// caller already gone.
@@ -315,6 +342,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	if rt.tied {
 		g.settleTie(x, resp, err)
 	}
+	if rt.grpc != nil {
+		resp, err = grpcAnswer(resp, err)
+	}
 
 	if err != nil {
 		s = g.writeFailure(w, r, rt, client, budget, resp, err)
@@ -334,6 +364,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 func (rt *route) hedger(r *http.Request) *hedge.Hedger {
 	if rt.class != "" {
 		return rt.keep.classes.Hedger(rt.class)
+	}
+	if rt.grpc != nil {
+		return rt.keep.classes.Hedger(r.URL.Path) // a method a class, as hedgegrpc's; listed methods only
 	}
 	return rt.keep.classes.ForRequest(r)
 }
@@ -434,6 +467,9 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route
 
 // writeResponse forwards a buffered backend response.
 func (g *Gateway) writeResponse(w http.ResponseWriter, r *http.Request, resp *http.Response) served {
+	if gw, ok := w.(*grpcWriter); ok {
+		return gw.answer(resp) // with its trailers (grpcproxy.go)
+	}
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
 	if r.Method != http.MethodHead {
@@ -476,6 +512,9 @@ func cause(err error) string {
 
 // writeError writes a short JSON error for reason and says so.
 func writeError(w http.ResponseWriter, code int, msg, reason string) served {
+	if gw, ok := w.(*grpcWriter); ok {
+		return gw.status(code, msg, reason) // a gRPC status in its place (grpcproxy.go)
+	}
 	n := jsonerr.Write(w, code, msg)
 	return served{code: code, bytes: int64(n), reason: reason}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,8 +60,19 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(hedge.HedgeHeader) != "" {
 		b.hedges.Add(1)
 	}
+	seen := r.Clone(context.Background())
+	if r.Body != nil && r.Body != http.NoBody {
+		// A read with a body (a declared POST, a gRPC call): kept whole,
+		// for the test, and handed on to the handler.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		seen.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	b.mu.Lock()
-	b.seen = append(b.seen, r.Clone(context.Background()))
+	b.seen = append(b.seen, seen)
 	b.mu.Unlock()
 	b.handle(b, w, r)
 }

@@ -44,14 +44,14 @@ func newMetrics(g *Gateway) *metrics {
 	m.perRoute = newRouteVecs()
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_rejections_total",
-		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline (too little time left: 504), bad_deadline (a malformed Tailgate-Timeout: 400).",
+		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body (a body where none may be, or one that could not be read: 400), body_too_large (a declared read's body over the limit: 413), body_timeout (a declared read's body not whole in time: 408), target, deadline (too little time left: 504), bad_deadline (a malformed Tailgate-Timeout or grpc-timeout: 400).",
 	}, []string{"reason"})
 	shadows := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_shadow_requests_total",
 		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
 	}, []string{"outcome"})
 	m.shadows = byLabel(shadows, shadowOutcomes)
-	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline, rejectBadDeadline})
+	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectBodyTooLarge, rejectBodyTimeout, rejectTarget, rejectDeadline, rejectBadDeadline})
 	m.replicaAttempts = newReplicaAttempts()
 	m.perRoute.register(m.registry)
 	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discoveryCollector{g.discovered}, m.replicaAttempts.vec, buildInfo())

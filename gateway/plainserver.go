@@ -31,9 +31,10 @@ const (
 // PlainServer returns the server of g's plain-HTTP/1.1 clients that
 // c.Plain names, with the settings Server lists: the same time limits,
 // header limit, OPTIONS * to the gateway, errors to Config.Logger at
-// warn level. Clients over TLS, or HTTP/2, need Server.
+// warn level. Clients over TLS, or HTTP/2, need Server: with c.H2C, it
+// returns Server's.
 func (g *Gateway) PlainServer(c ServerConfig) ClientServer {
-	if c.Plain == PlainNetHTTP {
+	if c.Plain == PlainNetHTTP || c.H2C {
 		return g.Server(c)
 	}
 	c = g.serverSettings(c)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/deadline"
@@ -69,6 +70,14 @@ type route struct {
 	affinityKey keySource
 	keyOn       bool
 	m           *routeMetrics
+	// gRPC routes only (grpcproxy.go): the methods that are reads.
+	grpc *grpcRoute
+	// deadlineHeader carries the time left to the replicas:
+	// Tailgate-Timeout, or a gRPC route's Grpc-Timeout.
+	deadlineHeader string
+	// base sends the route's attempts (the engine's Base), and a gRPC
+	// route's calls that pass through: it writes deadlineHeader.
+	base http.RoundTripper
 }
 
 // poolKeep is what outlives views of a pool: the newest generation of its
@@ -284,7 +293,14 @@ func budgetRates(p hedge.Policy) (fraction, burst float64) {
 // of it (nil: a new route); window is its adaptive window, as
 // checkRoutes found it.
 func (g *Gateway) newRoute(cfg Config, s routeSettings, p *pool, kept *routeKeep, window string) (*route, *routeKeep, error) {
-	r := &route{name: s.Name, methods: s.Methods, pool: p, class: s.Class, tied: s.tied}
+	r := &route{name: s.Name, methods: s.Methods, pool: p, class: s.Class, tied: s.tied, deadlineHeader: deadline.Header}
+	base := g.base
+	if len(s.GRPC) > 0 {
+		r.grpc = newGRPCRoute(s.Match, s.GRPC)
+		r.methods = grpcMethods
+		r.deadlineHeader = grpcTimeout
+		base = g.h2cBase // gRPC is HTTP/2's alone
+	}
 	if s.Name != DefaultRoute {
 		m, err := compileMatch(s.Match)
 		if err != nil {
@@ -360,18 +376,23 @@ func (g *Gateway) newRoute(cfg Config, s routeSettings, p *pool, kept *routeKeep
 	if s.tied {
 		accept = tied.Accept(nil) // and never an answer dropped for its twin
 	}
+	if r.grpc != nil {
+		accept = grpcAccept // grpc-status decides
+	}
+	// Each attempt tells its replica how long it has left, as of when it
+	// is sent: a hedge launched later claims less than the primary. serve
+	// writes the primary's value, stampSlack short of the time left, as it
+	// builds the request, so only a request sent more than stampSlack
+	// later is copied to be rewritten.
+	r.base = &deadline.Transport{Base: base, Slack: stampSlack, Header: r.deadlineHeader}
 	var err error
 	r.transport, err = hedge.NewTransport(hedge.TransportConfig{
-		// Each attempt tells its replica how long it has left, as of when
-		// it is sent: a hedge launched later claims less than the primary.
-		// serve writes the primary's value, stampSlack short of the time
-		// left, as it builds the request, so only a request sent more than
-		// stampSlack later is copied to be rewritten.
-		Base:         &deadline.Transport{Base: g.base, Slack: stampSlack},
+		Base:         r.base,
 		Classes:      k.classes,
 		Replicas:     p.set,
 		MaxBodyBytes: cfg.MaxResponseBytes,
 		Accept:       accept,
+		SafeMethods:  bodyMethods(r.methods), // the route's promise (see Route.Methods)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -379,4 +400,17 @@ func (g *Gateway) newRoute(cfg Config, s routeSettings, p *pool, kept *routeKeep
 	r.keep = k
 	r.m = g.metrics.route(s.Name)
 	return r, k, nil
+}
+
+// bodyMethods returns methods less GET and HEAD: those a route declares
+// reads although they carry a body, which the engine is told are safe to
+// send twice (nil when none).
+func bodyMethods(methods []string) []string {
+	var out []string
+	for _, m := range methods {
+		if m != http.MethodGet && m != http.MethodHead && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

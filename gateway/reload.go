@@ -47,7 +47,7 @@ type view struct {
 // methods take it, else the default route.
 func (v *view) routeOf(r *http.Request) *route {
 	for _, rt := range v.routes {
-		if takes(rt.methods, r.Method) && rt.match.matches(r.Host, r.URL.EscapedPath()) {
+		if takes(rt.methods, r.Method) && rt.match.matches(r.Host, r.URL.EscapedPath()) && (rt.grpc == nil || isGRPC(r)) {
 			return rt
 		}
 	}

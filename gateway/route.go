@@ -38,8 +38,27 @@ type Route struct {
 
 	// Methods are the methods the route takes as reads, in upper case.
 	// Default GET and HEAD. A read of another method goes on to the next
-	// route.
+	// route. A method other than GET and HEAD (POST for a search, say) is
+	// the operator's promise that the route's requests of that method only
+	// read, so that sending one twice is harmless: their bodies are read
+	// whole (within Config.MaxRequestBodyBytes) before the first attempt,
+	// and every attempt sends the same bytes. CONNECT is never a read.
 	Methods []string
+
+	// GRPC, when set, makes the route a gRPC route, and names the unary
+	// methods under Match that are reads: by name ("GetProduct") within
+	// the service Match names ("/pkg.Service/"), or in full
+	// ("/pkg.Service/GetProduct"). A gRPC route takes the gRPC calls
+	// (POST with a Content-Type of application/grpc) that Match matches,
+	// and no other request. Each call of a listed method is hedged, each
+	// method a class of its own, its request message buffered as a body
+	// is and replayed to every attempt; grpc-status decides which answer
+	// wins (see docs/gateway.md). Every other call under Match (a stream,
+	// a write) is proxied once, unhedged. Match must name a service or one
+	// method, without wildcards; Methods must be empty, and Tied unset or
+	// false. Listing a method is the operator's promise that it is unary
+	// and only reads.
+	GRPC []string
 
 	// Backends, when set, are the route's own pool of replicas (a service
 	// of its own behind the gateway), with breakers, latency and probation
@@ -274,8 +293,13 @@ func (c *Config) checkRouteFields(backends map[string]bool) error {
 			if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n/") {
 				return bad("method %q: an upper-case HTTP method", m)
 			}
-			if m != http.MethodGet && m != http.MethodHead {
-				return bad("method %s: only GET and HEAD are reads the gateway forwards (reads with a body are not proxied)", m)
+			if m == http.MethodConnect {
+				return bad("method CONNECT: a tunnel is never a read")
+			}
+		}
+		if len(r.GRPC) > 0 {
+			if err := checkGRPCRoute(c, r); err != nil {
+				return bad("%v", err)
 			}
 		}
 		for _, b := range r.Backends {

@@ -25,6 +25,12 @@ type ServerConfig struct {
 	// returns: PlainH1 (internal/h1server; "" means it) or PlainNetHTTP
 	// (net/http's, as Server returns).
 	Plain string
+	// H2C serves clients that speak HTTP/2 without TLS (h2c with prior
+	// knowledge, as gRPC clients do on an insecure channel) beside
+	// HTTP/1.1 ones, on one listener: net/http's server, which tells them
+	// apart by the HTTP/2 preface, whatever Plain says (h1server speaks
+	// HTTP/1.1 only). Set it when a route is a gRPC route. Default false.
+	H2C bool
 }
 
 // Server returns an http.Server that serves g to clients: the one home of
@@ -53,7 +59,18 @@ type ServerConfig struct {
 // replicas get X-Forwarded-Proto https.
 func (g *Gateway) Server(c ServerConfig) *http.Server {
 	c = g.serverSettings(c)
+	var protocols *http.Protocols
+	if c.H2C {
+		// HTTP/1.1, HTTP/2 over TLS by ALPN (as the default does) and h2c
+		// by prior knowledge. (An HTTP/1.1 Upgrade to h2c is not taken:
+		// gRPC clients never ask for one.)
+		protocols = new(http.Protocols)
+		protocols.SetHTTP1(true)
+		protocols.SetHTTP2(true)
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	return &http.Server{
+		Protocols:                    protocols,
 		Handler:                      closeHTTP10{g},
 		DisableGeneralOptionsHandler: true,
 		ReadHeaderTimeout:            readHeaderTimeout,

@@ -80,6 +80,10 @@ func (g *Gateway) shadow(v *view, p *pool, r *http.Request, rt *readTrace) {
 	h := forwardedHeaders(r, v.cfg.TrustedHop)
 	h[ShadowHeader] = shadowValue
 	h[deadline.Header] = v.shadowValue
+	base := g.base
+	if isGRPC(r) {
+		h[grpcTimeout], h["Te"], base = v.shadowValue, teTrailers, g.h2cBase
+	}
 	var span trace.Span
 	if rt != nil {
 		span = rt.startShadow(r.Method, replicaLabel(p.backends[i]), h)
@@ -93,6 +97,11 @@ func (g *Gateway) shadow(v *view, p *pool, r *http.Request, rt *readTrace) {
 		Header:     h,
 		Body:       http.NoBody,
 	})
+	if r.GetBody != nil {
+		// A read with a body (body.go): the same bytes again.
+		req.Body, _ = r.GetBody()
+		req.ContentLength = r.ContentLength
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -103,19 +112,19 @@ func (g *Gateway) shadow(v *view, p *pool, r *http.Request, rt *readTrace) {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go g.runShadow(v, p, req, t, now, span)
+	go g.runShadow(v, p, base, req, t, now, span)
 }
 
-// runShadow sends req, reads and discards its answer (up to the response
+// runShadow sends req through base, reads and discards its answer (up to the response
 // limit) and gives the ticket back, to v's set, with the outcome, which
 // ends span too (nil: not traced).
-func (g *Gateway) runShadow(v *view, p *pool, req *http.Request, t replica.Ticket, start time.Time, span trace.Span) {
+func (g *Gateway) runShadow(v *view, p *pool, base http.RoundTripper, req *http.Request, t replica.Ticket, start time.Time, span trace.Span) {
 	s := &g.shadows
 	defer s.wg.Done()
 	defer s.slots.release()
 	ctx, cancel := context.WithDeadline(s.ctx, start.Add(v.cfg.ShadowTimeout))
 	defer cancel()
-	resp, err := g.base.RoundTrip(req.WithContext(ctx))
+	resp, err := base.RoundTrip(req.WithContext(ctx))
 	if err == nil {
 		// A stray 101's body is the raw connection, which no deadline
 		// watches: read, it would hold the slot (and Close) until the
