@@ -27,7 +27,9 @@ import (
 
 const serveSynopsis = `Runs the read gateway: a reverse proxy for GET and HEAD that sends each
 request to a primary replica chosen by latency and, when the answer is late,
-a hedge to a different replica, keeping the first acceptable answer. With
+a hedge to a different replica, keeping the first acceptable answer. Routes
+in the -config file may declare other methods reads (a search POST, its body
+buffered and sent to each attempt) and gRPC methods (over h2c or TLS). With
 -tied, each read is a tied request instead (the backends must run
 tied.Server). Metrics and health checks are on a separate admin address.
 Backends may be https:// (HTTP/2 by ALPN; -backend-ca, -backend-cert);
@@ -52,6 +54,7 @@ type serveFlags struct {
 	timeout        time.Duration
 	maxBody        int64
 	maxRespHeader  int64
+	maxReqBody     int64
 	gate           bool
 	gateWindow     time.Duration
 	gateWinRate    float64
@@ -180,6 +183,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "backend attempts in flight; a hedge without a free slot is not sent (0: max-requests × 1.25, × 2 with -tied)")
 	fs.DurationVar(&f.timeout, "timeout", gateway.DefaultTimeout, "per-request time limit, hedges included; then 504")
 	fs.Int64Var(&f.maxBody, "max-response-bytes", gateway.DefaultMaxResponseBytes, "largest backend response body forwarded; larger: 502")
+	fs.Int64Var(&f.maxReqBody, "max-request-body-bytes", gateway.DefaultMaxRequestBodyBytes, "largest body of a read whose route declares its method (a search POST, a gRPC call), read whole before the first attempt and sent to each; larger: 413 (gRPC: RESOURCE_EXHAUSTED), nothing forwarded")
 	fs.Int64Var(&f.maxRespHeader, "max-response-header-bytes", gateway.DefaultMaxResponseHeaderBytes, fmt.Sprintf("largest backend response header block read; larger: the attempt fails (502 if none succeeds), within [%d, %d]", gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit))
 	fs.BoolVar(&f.gate, "gate", true, "overload gate: pause hedges for late answers on evidence of overload (false turns it off; the budget still bounds hedges)")
 	fs.DurationVar(&f.gateWindow, "gate-window", hedge.DefaultGateWindow, "overload gate: how far back hedge outcomes count; it reopens within one window of the overload ending")
@@ -292,6 +296,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	c.check(f.maxAttempts >= 0, "-max-attempts %d must not be negative", f.maxAttempts)
 	c.check(f.timeout > 0, "-timeout %v must be positive", f.timeout)
 	c.check(f.maxBody > 0, "-max-response-bytes %d must be positive", f.maxBody)
+	c.check(f.maxReqBody > 0, "-max-request-body-bytes %d must be positive", f.maxReqBody)
 	c.check(f.maxRespHeader >= gateway.MinResponseHeaderBytes && f.maxRespHeader <= gateway.MaxResponseHeaderBytesLimit,
 		"-max-response-header-bytes %d must be within [%d, %d]", f.maxRespHeader, gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit)
 	c.check(f.drain >= 0, "-drain-timeout %v must not be negative", f.drain)
@@ -316,6 +321,7 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	cfg.MaxInFlightAttempts = f.maxAttempts
 	cfg.Timeout = f.timeout
 	cfg.MaxResponseBytes = f.maxBody
+	cfg.MaxRequestBodyBytes = f.maxReqBody
 	cfg.MaxResponseHeaderBytes = f.maxRespHeader
 	cfg.BackendProtocol = f.protocol
 	cfg.DisableProbation = !f.probation
@@ -448,7 +454,10 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	watched := func() {}
 	defer func() { stopTrim(); <-trimmed; watched() }()
 	// ConnState tells the limit which connections are idle.
-	sc := gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes, ConnState: ln.ConnState, Plain: f.clientServer}
+	// gRPC clients on an insecure channel speak h2c: net/http's server
+	// then serves the listener, HTTP/1.1 and h2c told apart by the
+	// HTTP/2 preface (h1server speaks HTTP/1.1 only).
+	sc := gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes, ConnState: ln.ConnState, Plain: f.clientServer, H2C: grpcRoutes(f.routes)}
 	var srv gateway.ClientServer
 	errs := make(chan error, 2)
 	if r.certs != nil {
@@ -504,10 +513,23 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 
 // serverName names the server of the client listener, for the log.
 func serverName(r *reloader, f *serveFlags) string {
-	if r.certs != nil {
+	switch {
+	case r.certs != nil:
 		return gateway.PlainNetHTTP
+	case grpcRoutes(f.routes):
+		return gateway.PlainNetHTTP + " (h2c for gRPC)"
 	}
 	return f.clientServer
+}
+
+// grpcRoutes reports whether a route is a gRPC route.
+func grpcRoutes(routes []gateway.Route) bool {
+	for _, r := range routes {
+		if len(r.GRPC) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // drain ends serving as load balancers expect: /readyz turns 503 at once,

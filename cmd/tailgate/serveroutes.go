@@ -26,13 +26,19 @@ import (
 //	    tied: false
 //	    affinity-key: query:key     # or none
 //	    class: search               # every read of the route one class
+//	  - name: products-search
+//	    match: /products/_search
+//	    methods: [POST]              # a read with a body: the operator's promise that it is idempotent
+//	  - name: catalog                # a gRPC route: the calls under a service (or one method)
+//	    match: /catalog.v1.Catalog/
+//	    grpc: [GetProduct, ListProducts]   # its unary methods that are reads: hedged; other calls proxied once
 //
 // Keys are spelt as the flags that set the same thing for the reads no
 // route takes. A reload applies the routes with everything else, at once
 // or not at all (gateway.Reload).
 
 // routeKeys are the keys a route may have, for error messages.
-var routeKeys = []string{"name", "match", "methods", "backends", "hedge-delay", "attempts-per-request", "timeout", "hedge-fraction", "tied", "affinity-key", "class"}
+var routeKeys = []string{"name", "match", "methods", "grpc", "backends", "hedge-delay", "attempts-per-request", "timeout", "hedge-fraction", "tied", "affinity-key", "class"}
 
 // parseRoutes reads the routes list v of the file at path into fc.
 func parseRoutes(path string, v *yaml.Node, fc *fileConfig) error {
@@ -87,6 +93,8 @@ func parseRoute(path string, m *yaml.Node) (gateway.Route, error) {
 			r.Match = value
 		case "methods":
 			r.Methods = splitList(value)
+		case "grpc":
+			r.GRPC = splitList(value)
 		case "backends":
 			r.Backends = splitList(value)
 			for _, b := range r.Backends {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -100,5 +101,60 @@ func TestServeRoutesFileErrors(t *testing.T) {
 	if code := serveWith(t.Context(), []string{"-config", path, "-listen", "127.0.0.1:0", "-admin", ""}, io.Discard, &stderr, nil); code != exitUsage ||
 		!strings.Contains(stderr.String(), "tailgate.yaml:3: gateway: invalid configuration: route s: a hedge fraction needs backends of the route's own") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// A route of the file declares POST a read, its body limit set by
+// -max-request-body-bytes; a gRPC route turns h2c on for the client
+// listener (net/http's server, whatever -client-server says), where a
+// gRPC call no route takes is UNIMPLEMENTED, and HTTP/1.1 still works.
+func TestServeBodyAndGRPCRoutesFromFile(t *testing.T) {
+	rs := newReplicas(t, 2)
+	s := startServed(t, loopback+fmt.Sprintf("backends: [%s, %s]\n", rs.url(0), rs.url(1))+
+		"max-request-body-bytes: 16\n"+
+		"routes:\n"+
+		"  - name: search\n"+
+		"    match: /products/_search\n"+
+		"    methods: [POST]\n"+
+		"  - name: catalog\n"+
+		"    match: /catalog.v1.Catalog/\n"+
+		"    grpc: [GetProduct, /catalog.v1.Catalog/ListProducts]\n")
+	if st := s.g.RoutesState(); len(st) != 3 || st[1].Methods[0] != "POST" {
+		t.Fatalf("routes: %+v", st)
+	}
+	post := func(body string) int {
+		resp, err := http.Post("http://"+s.addr+"/products/_search", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(`{"q":"tail"}`); code != 200 || rs.count(0, "/products/_search")+rs.count(1, "/products/_search") != 1 {
+		t.Errorf("declared POST: %d", code)
+	}
+	if code := post(strings.Repeat("x", 17)); code != 413 {
+		t.Errorf("POST over -max-request-body-bytes: %d, want 413", code)
+	}
+	s.waitLog(t, `msg="gateway listening".*server="net/http \(h2c for gRPC\)"`)
+
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.addr+"/other.Service/Get", strings.NewReader("\x00\x00\x00\x00\x00"))
+	req.Header.Set("Content-Type", "application/grpc")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("h2c: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.Header.Get("Grpc-Status") != "12" {
+		t.Errorf("gRPC call over h2c: %s, grpc-status %q; want HTTP/2 and UNIMPLEMENTED", resp.Proto, resp.Header.Get("Grpc-Status"))
+	}
+	if code, _, _ := do(t, "GET", "http://"+s.addr+"/x"); code != 200 {
+		t.Errorf("HTTP/1.1 GET beside h2c: %d", code)
 	}
 }
