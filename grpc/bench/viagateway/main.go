@@ -172,6 +172,7 @@ func main() {
 	calls := flag.Int("calls", 2000, "calls per run")
 	delay := flag.String("hedge-delay", "5ms", "the gateway's -hedge-delay")
 	tailgate := flag.String("tailgate", "", "the tailgate binary (default: built from the repository)")
+	verbose := flag.Bool("v", false, "print the gateway's hedge metrics after each run through it")
 	flag.StringVar(&python, "python", "/usr/bin/python3", "the Python with grpcio (Debian's python3-grpcio installs into the system's)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "viagateway")
@@ -199,7 +200,7 @@ func main() {
 	}
 	cfg := filepath.Join(dir, "tailgate.yaml")
 	check(os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: 127.0.0.1:0
-admin: ""
+admin: 127.0.0.1:0
 backends: [%s, %s]
 hedge-delay: %s
 timeout: 2s
@@ -212,7 +213,7 @@ routes:
     grpc: [Get]
     backends: [http://%s, http://%s]
 `, httpURLs[0], httpURLs[1], *delay, searchPath, grpcAddrs[0], grpcAddrs[1])), 0o644))
-	addr, stop := runTailgate(*tailgate, cfg)
+	addr, admin, stop := runTailgate(*tailgate, cfg)
 	defer stop()
 
 	curl, err := exec.Command("curl", "-sS", "-X", "POST", "-H", "Content-Type: application/json", "--data", query, "-w", " %{http_code}", "http://"+addr+searchPath).CombinedOutput()
@@ -237,6 +238,9 @@ routes:
 			}
 			res := run(script, mode, targets, *calls, cs)
 			fmt.Fprintf(os.Stderr, "round %d %-18s p50 %5.2f ms  p99 %6.2f ms  attempts/call %.3f  failed %d\n", r+1, name, res.p50, res.p99, res.attempts, res.failed)
+			if strings.HasSuffix(name, "tailgate") && *verbose {
+				metrics(admin)
+			}
 			runs[name] = append(runs[name], res)
 		}
 	}
@@ -277,35 +281,54 @@ func run(script, mode string, targets []string, calls int, cs *[2]counts) result
 	return result{p50: q(0.5), p99: q(0.99), attempts: attempts, failed: res.Failed}
 }
 
-// runTailgate starts tailgate serve with cfg and returns its client
-// address, from its log.
-func runTailgate(bin, cfg string) (string, func()) {
+// metrics prints the gateway's counters of hedges and attempts.
+func metrics(admin string) {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	check(err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "tailgate_attempts_total") || strings.HasPrefix(l, "tailgate_hedges_suppressed_total") ||
+			strings.HasPrefix(l, "tailgate_hedge_wins_total") || strings.HasPrefix(l, "tailgate_attempt_failures_total") && !strings.HasSuffix(l, " 0") {
+			fmt.Fprintln(os.Stderr, "   ", l)
+		}
+	}
+}
+
+// runTailgate starts tailgate serve with cfg and returns its client and
+// admin addresses, from its log.
+func runTailgate(bin, cfg string) (string, string, func()) {
 	cmd := exec.Command(bin, "serve", "-config", cfg, "-log-level", "info")
 	stderr, err := cmd.StderrPipe()
 	check(err)
 	check(cmd.Start())
-	addr := make(chan string, 1)
+	addr, admin := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			if i := strings.Index(line, `msg="gateway listening" addr=`); i >= 0 {
-				f := strings.Fields(line[i+len(`msg="gateway listening" addr=`):])
-				addr <- f[0]
+				addr <- strings.Fields(line[i+len(`msg="gateway listening" addr=`):])[0]
+			} else if i := strings.Index(line, `msg="admin listening" addr=`); i >= 0 {
+				admin <- strings.Fields(line[i+len(`msg="admin listening" addr=`):])[0]
 			} else if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
 				fmt.Fprintln(os.Stderr, "tailgate:", line)
 			}
 		}
 	}()
-	select {
-	case a := <-addr:
-		return a, func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		fmt.Fprintln(os.Stderr, "tailgate did not start")
-		os.Exit(1)
+	var a, m string
+	for a == "" || m == "" {
+		select {
+		case a = <-addr:
+		case m = <-admin:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			fmt.Fprintln(os.Stderr, "tailgate did not start")
+			os.Exit(1)
+		}
 	}
-	return "", nil
+	return a, m, func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
 }
 
 func median(rs []result, f func(result) float64) float64 {
