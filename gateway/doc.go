@@ -8,9 +8,13 @@
 //
 // The contract:
 //   - It refuses what it must not forward: methods other than GET and HEAD
-//     (405 with Allow), requests with a body, targets not in origin form
-//     (400), and closes the connection after such a refusal, since the
-//     request's framing is in doubt. Paths and queries are forwarded byte
+//     (405 with Allow) unless a Route declares them reads, GET and HEAD
+//     with a body, targets not in origin form (400), and closes the
+//     connection after such a refusal, since the request's framing is in
+//     doubt. A declared read's body is read whole first, within
+//     Config.MaxRequestBodyBytes, and sent again to each attempt; a gRPC
+//     route (Route.GRPC) hedges the unary methods it lists, grpc-status
+//     deciding the winner, and proxies its other calls once. Paths and queries are forwarded byte
 //     for byte; hop-by-hop headers are stripped both ways; the backend is
 //     chosen only from configuration. Unless Config.TrustedHop, a client's
 //     Tailgate-* and client-address headers (X-Forwarded-*, Forwarded,

@@ -314,11 +314,17 @@ func TestClientFaults(t *testing.T) {
 // the server plain names, until the test ends; it returns the address.
 func servePlain(t *testing.T, g *Gateway, plain string) string {
 	t.Helper()
+	return servePlainWith(t, g, ServerConfig{Plain: plain})
+}
+
+// servePlainWith is servePlain with the server's settings c.
+func servePlainWith(t *testing.T, g *Gateway, c ServerConfig) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := g.PlainServer(ServerConfig{Plain: plain})
+	srv := g.PlainServer(c)
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() {

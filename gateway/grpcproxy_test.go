@@ -300,16 +300,8 @@ func TestLoopbackGRPCOverH2C(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(g.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := g.PlainServer(ServerConfig{H2C: true})
-	done := make(chan struct{})
-	go func() { srv.Serve(ln); close(done) }()
-	t.Cleanup(func() { srv.Close(); <-done })
-	base := "http://" + ln.Addr().String()
+	t.Cleanup(g.Close) // after the server's Close, registered next
+	base := "http://" + servePlainWith(t, g, ServerConfig{H2C: true})
 
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

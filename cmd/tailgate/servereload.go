@@ -35,7 +35,7 @@ var liveFlags = map[string]bool{
 	"gate": true, "gate-window": true, "gate-min-win-rate": true, "gate-slowdown": true,
 	"tied-delay": true,
 	// Limits, per request.
-	"max-requests": true, "max-attempts": true, "timeout": true, "max-response-bytes": true, "trusted-hop": true,
+	"max-requests": true, "max-attempts": true, "timeout": true, "max-response-bytes": true, "max-request-body-bytes": true, "trusted-hop": true,
 	// Probation (replica.Set.Next).
 	"probation": true, "probation-factor": true, "probation-min-excess": true, "probation-window": true,
 	"probation-max-share": true, "shadow-rate": true,
