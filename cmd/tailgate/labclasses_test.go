@@ -31,7 +31,7 @@ func TestLabClassesRejects(t *testing.T) {
 func TestLabClassesLines(t *testing.T) {
 	dir := t.TempDir()
 	out, html := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.html")
-	code, stdout, stderr := runCmd("lab", "classes", "-reads", "100", "-rate", "500", "-seed", "4", "-out", out, "-html", html)
+	code, stdout, stderr := runCmd("lab", "classes", "-reads", "100", "-rate", "200", "-seed", "4", "-out", out, "-html", html)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -35,18 +35,23 @@ func TestServeRoutesFromFile(t *testing.T) {
 			}
 		}
 	}
-	reads := func(replicas ...int) int {
-		n := 0
+	// Each pool serves its own reads, and only those (a read slow on a
+	// busy machine may be hedged: a second attempt, in the same pool).
+	reads := func(replicas ...int) (search, others int) {
 		for _, i := range replicas {
-			n += rs.count(i, "/search") + rs.count(i, "/other")
+			search += rs.count(i, "/search")
+			others += rs.count(i, "/other")
 			for j := range 10 {
-				n += rs.count(i, fmt.Sprintf("/items/%d", j))
+				others += rs.count(i, fmt.Sprintf("/items/%d", j))
 			}
 		}
-		return n
+		return search, others
 	}
-	if top, search := reads(0, 1), reads(2, 3); top != 20 || search != 10 || rs.count(0, "/search")+rs.count(1, "/search") != 0 {
-		t.Errorf("the top-level pool served %d reads, the search pool %d: want 20 and 10, each its own", top, search)
+	topSearch, top := reads(0, 1)
+	search, searchOthers := reads(2, 3)
+	if topSearch != 0 || searchOthers != 0 || top < 20 || search < 10 {
+		t.Errorf("the top-level pool served %d searches and %d other reads, the search pool %d searches and %d other reads: want 0 and 20 or more, 10 or more and 0",
+			topSearch, top, search, searchOthers)
 	}
 	code, body, _ := do(t, "GET", "http://"+s.admin+"/debug/routes")
 	if code != 200 || !strings.Contains(body, `"name": "search"`) || !strings.Contains(body, `"delay": "30ms"`) || !strings.Contains(body, `"class": "item"`) {
