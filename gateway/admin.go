@@ -56,21 +56,21 @@ func (g *Gateway) Admin() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(g.Debug(time.Now()))
+		enc.Encode(g.replicasState(time.Now()))
 	})
 	mux.HandleFunc("GET /debug/routes", g.serveRoutes)
 	mux.HandleFunc("GET /debug/partitions", g.servePartitions)
 	return mux
 }
 
-// Modes, as DebugState shows them.
+// Modes, as replicasView shows them.
 const (
 	ModeHedge = "hedge" // reads are hedged after a delay
 	ModeTied  = "tied"  // reads are tied requests (Config.Tied)
 )
 
-// DebugState is what /debug/replicas shows.
-type DebugState struct {
+// replicasView is what /debug/replicas shows.
+type replicasView struct {
 	// Mode is ModeHedge or ModeTied.
 	Mode string `json:"mode"`
 	// Replicas are the replicas' states; each one's probation (status,
@@ -81,25 +81,25 @@ type DebugState struct {
 	// attempts are still in flight: they get no new read, and each
 	// leaves the list once its last attempt ends. Absent when none is.
 	Draining  []replica.State `json:"draining,omitempty"`
-	Hedge     HedgeState      `json:"hedge"`
-	InFlight  InFlight        `json:"inFlight"`
-	Probation ProbationState  `json:"probation"`
+	Hedge     hedgeView       `json:"hedge"`
+	InFlight  inFlightView    `json:"inFlight"`
+	Probation probationView   `json:"probation"`
 	// Tied is tied mode's settings and counts; absent in hedge mode.
-	Tied *TiedState `json:"tied,omitempty"`
+	Tied *tiedView `json:"tied,omitempty"`
 	// Discovery is the discovered names' state; absent when none is.
 	Discovery []DiscoveryStatus `json:"discovery,omitempty"`
 }
 
-// TiedState is tied mode's settings and what it has counted.
-type TiedState struct {
+// tiedView is tied mode's settings and what it has counted.
+type tiedView struct {
 	// DelayMs is how long a first copy waits alone (0: both at once).
 	DelayMs float64 `json:"delayMs"`
-	TiedCounts
+	tiedTally
 }
 
-// ProbationState is the gateway's side of probation: settings, how many
+// probationView is the gateway's side of probation: settings, how many
 // replicas are on probation against the cap, and the shadow requests sent.
-type ProbationState struct {
+type probationView struct {
 	Enabled        bool    `json:"enabled"`
 	OnProbation    int     `json:"onProbation"`
 	MaxOnProbation int     `json:"maxOnProbation"`
@@ -116,8 +116,8 @@ type ProbationState struct {
 	Shadows map[string]int64 `json:"shadows"`
 }
 
-// HedgeState is the hedging engine's shared state.
-type HedgeState struct {
+// hedgeView is the hedging engine's shared state.
+type hedgeView struct {
 	DelayMs        float64 `json:"delayMs"`
 	ExpectedMs     float64 `json:"expectedMs"`
 	Credits        float64 `json:"budgetCredits"`
@@ -125,12 +125,12 @@ type HedgeState struct {
 	WindowRequests int64   `json:"windowRequests"`
 	WindowWanted   int64   `json:"windowWantedHedges"`
 	// Gate is the overload gate's state and evidence.
-	Gate GateState `json:"gate"`
+	Gate gateView `json:"gate"`
 }
 
-// GateState is the overload gate's state and the evidence behind it (see
+// gateView is the overload gate's state and the evidence behind it (see
 // hedge.Gate).
-type GateState struct {
+type gateView struct {
 	Open bool `json:"open"`
 	// Signals names the signals keeping the gate shut: noHelp, slowdown,
 	// capacity, unavailable; empty while it is open.
@@ -167,8 +167,8 @@ type GateState struct {
 	Surge    bool `json:"surge"`
 }
 
-func gateState(s hedge.GateState) GateState {
-	return GateState{
+func gateState(s hedge.GateState) gateView {
+	return gateView{
 		Open: s.Open(), Signals: s.Shut.Names(), Reason: s.String(), Since: s.Since,
 		WindowHedged: s.Hedged, WindowHedgeWins: s.HedgeWins,
 		RecentMedianMs: ms(s.RecentMedian), BaselineMedianMs: ms(s.BaselineMedian),
@@ -178,8 +178,8 @@ func gateState(s hedge.GateState) GateState {
 	}
 }
 
-// InFlight reports the limits and their use.
-type InFlight struct {
+// inFlightView reports the limits and their use.
+type inFlightView struct {
 	Requests    int64 `json:"requests"`
 	MaxRequests int64 `json:"maxRequests"`
 	Attempts    int64 `json:"attempts"`
@@ -188,20 +188,20 @@ type InFlight struct {
 	MaxShadows  int64 `json:"maxShadows"`
 }
 
-// Debug returns the gateway's state at now.
-func (g *Gateway) Debug(now time.Time) DebugState {
+// replicasState returns what /debug/replicas shows at now.
+func (g *Gateway) replicasState(now time.Time) replicasView {
 	v := g.view.Load()
 	st := summarize(v.def.keep.classes).busiest // evaluates the gates if that is due
-	d := DebugState{
+	d := replicasView{
 		Mode:     ModeHedge,
 		Replicas: v.snapshot(now),
 		Draining: g.leaving.draining(now),
-		Hedge: HedgeState{
+		Hedge: hedgeView{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
 			GateOpen: st.Gate.Open(), WindowRequests: st.Operations, WindowWanted: st.WantedHedges,
 			Gate: gateState(st.Gate),
 		},
-		InFlight: InFlight{
+		InFlight: inFlightView{
 			Requests: g.requests.inUse(), MaxRequests: g.requests.max.Load(),
 			Attempts: g.attempts.inUse(), MaxAttempts: g.attempts.max.Load(),
 			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max.Load(),
@@ -211,14 +211,14 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 	}
 	if v.def.tied {
 		d.Mode = ModeTied
-		d.Tied = &TiedState{DelayMs: ms(max(v.cfg.TiedDelay, 0)), TiedCounts: g.metrics.tied()}
+		d.Tied = &tiedView{DelayMs: ms(max(v.cfg.TiedDelay, 0)), tiedTally: g.metrics.tied()}
 	}
 	return d
 }
 
-func (g *Gateway) probationState(set *replica.Set) ProbationState {
+func (g *Gateway) probationState(set *replica.Set) probationView {
 	p := set.Config().Probation
-	st := ProbationState{
+	st := probationView{
 		Enabled: p.Enabled, OnProbation: set.OnProbation(), MaxOnProbation: p.MaxOnProbation(set.Len()),
 		Factor: p.Factor, ExitFactor: p.ExitFactor, MinExcessMs: ms(max(p.MinExcess, 0)), WindowMs: ms(p.Window), MinSamples: p.MinSamples,
 		ShadowRate: p.ShadowRate, Shadows: map[string]int64{},

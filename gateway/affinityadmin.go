@@ -12,9 +12,9 @@ import (
 // This file: affinity mode's admin view (/debug/partitions) and its
 // series, read from the partition table at scrape time.
 
-// PartitionsState is what /debug/partitions shows: where keys are read
+// partitionsView is what /debug/partitions shows: where keys are read
 // from, and the partition table's state as of its last round.
-type PartitionsState struct {
+type partitionsView struct {
 	// Key is where a read's key is: path, query:NAME or header:NAME.
 	Key string `json:"key"`
 	// RebalanceEveryMs is how often a rebalancing round runs.
@@ -29,9 +29,9 @@ type PartitionsState struct {
 	partition.Snapshot
 }
 
-// PartitionsState returns affinity mode's state over the top-level
+// partitionsState returns affinity mode's state over the top-level
 // Backends' pool; ok is false when none of its reads is read by key.
-func (g *Gateway) PartitionsState() (s PartitionsState, ok bool) {
+func (g *Gateway) partitionsState() (s partitionsView, ok bool) {
 	v := g.view.Load()
 	var rt *route
 	for _, r := range append([]*route{v.def}, v.routes...) {
@@ -43,7 +43,7 @@ func (g *Gateway) PartitionsState() (s PartitionsState, ok bool) {
 	if rt == nil {
 		return s, false
 	}
-	return PartitionsState{
+	return partitionsView{
 		Key:              rt.affinityKey.String(),
 		RebalanceEveryMs: ms(g.affinity.every),
 		Keyless:          counterInt(g.affinity.keyless),
@@ -54,7 +54,7 @@ func (g *Gateway) PartitionsState() (s PartitionsState, ok bool) {
 
 // servePartitions serves /debug/partitions.
 func (g *Gateway) servePartitions(w http.ResponseWriter, _ *http.Request) {
-	s, ok := g.PartitionsState()
+	s, ok := g.partitionsState()
 	if !ok {
 		jsonerr.Write(w, http.StatusNotFound, "affinity mode is off (tailgate serve -affinity-key)")
 		return

@@ -49,7 +49,7 @@ func TestAffinityDebugPartitionsAndMetrics(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("/debug/partitions: %d %s", code, body)
 		}
-		var s PartitionsState
+		var s partitionsView
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatal(err)
 		}

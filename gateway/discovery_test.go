@@ -105,7 +105,7 @@ func TestDiscoveryStatusShown(t *testing.T) {
 			t.Errorf("readyz: %d %q, want 200 %q", code, body, want)
 		}
 		_, body := adminGet(g, "/debug/replicas")
-		var d DebugState
+		var d replicasView
 		if err := json.Unmarshal([]byte(body), &d); err != nil {
 			t.Fatal(err)
 		}

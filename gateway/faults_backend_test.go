@@ -491,9 +491,9 @@ func runKilled(t *testing.T, cl *faultClient, g *Gateway, bad *faultyBackend, wi
 // would hold its connections forever, for the gateway to have closed them.
 func settle(t *testing.T, g *Gateway, bad *faultyBackend, holds bool) {
 	t.Helper()
-	var d DebugState
+	var d replicasView
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		d = g.Debug(time.Now())
+		d = g.replicasState(time.Now())
 		busy := d.InFlight.Requests + d.InFlight.Attempts + d.InFlight.Shadows
 		for _, r := range d.Replicas {
 			busy += r.InFlight
@@ -575,7 +575,7 @@ func TestShadowGetting101FailsAtOnce(t *testing.T) {
 				t.Errorf("the connection of shadow %d was never closed", i)
 			}
 		}
-		if n := g.Debug(time.Now()).InFlight.Shadows; n != 0 {
+		if n := g.replicasState(time.Now()).InFlight.Shadows; n != 0 {
 			t.Errorf("%d shadow slots held by 101s", n)
 		}
 		if got := gaugeValue(t, g, "tailgate_shadow_requests_total", "outcome", "failure") - before; got != float64(len(conns)) {

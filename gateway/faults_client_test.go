@@ -490,7 +490,7 @@ func waitIdle(t *testing.T, g *Gateway) {
 	t.Helper()
 	deadline := time.Now().Add(clientTimeout)
 	for {
-		f := g.Debug(time.Now()).InFlight
+		f := g.replicasState(time.Now()).InFlight
 		if f.Requests == 0 && f.Attempts == 0 && f.Shadows == 0 {
 			return
 		}

@@ -54,7 +54,7 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		d := g.Debug(time.Now()).Hedge
+		d := g.replicasState(time.Now()).Hedge
 		if d.GateOpen || d.Gate.Open || len(d.Gate.Signals) != 1 || d.Gate.Signals[0] != "noHelp" ||
 			!strings.HasPrefix(d.Gate.Reason, "shut: hedges won 0 of ") || d.Gate.WindowHedged < 3 || d.Gate.WindowHedgeWins != 0 {
 			t.Errorf("debug view of a saturated pair: %+v", d)
@@ -83,9 +83,9 @@ func TestGateShutsOnSaturationAndSaysSoOnce(t *testing.T) {
 		m.set("a.test", time.Millisecond)
 		m.set("b.test", time.Millisecond)
 		start := time.Now()
-		for i := 0; g.Debug(time.Now()).Hedge.GateOpen == false; i++ {
+		for i := 0; g.replicasState(time.Now()).Hedge.GateOpen == false; i++ {
 			if time.Since(start) > 10*time.Second {
-				t.Fatalf("gate still shut 10s after the replicas recovered: %+v", g.Debug(time.Now()).Hedge.Gate)
+				t.Fatalf("gate still shut 10s after the replicas recovered: %+v", g.replicasState(time.Now()).Hedge.Gate)
 			}
 			path := "/item/1"
 			if i%5 == 4 {
@@ -135,7 +135,7 @@ func TestGateShutsWhenLimitsAreFull(t *testing.T) {
 			wg.Go(func() { getIn(g, "/item") })
 		}
 		time.Sleep(50 * time.Millisecond)
-		if d := g.Debug(time.Now()).Hedge.Gate; d.Open || len(d.Signals) != 1 || d.Signals[0] != "capacity" || d.InUse != 1 {
+		if d := g.replicasState(time.Now()).Hedge.Gate; d.Open || len(d.Signals) != 1 || d.Signals[0] != "capacity" || d.InUse != 1 {
 			t.Errorf("ten requests in flight of ten: %+v", d)
 		}
 		wg.Wait()
@@ -145,7 +145,7 @@ func TestGateShutsWhenLimitsAreFull(t *testing.T) {
 			t.Errorf("%d hedges (the warm-up's alone expected), %v probes", hedges+hedgesB, gaugeValue(t, g, "tailgate_hedge_gate_probes_total"))
 		}
 		time.Sleep(time.Second)
-		if d := g.Debug(time.Now()).Hedge.Gate; !d.Open {
+		if d := g.replicasState(time.Now()).Hedge.Gate; !d.Open {
 			t.Errorf("a second after the limit had room: %+v", d)
 		}
 	})
@@ -170,7 +170,7 @@ func TestGateShutsWhenMostBreakersAreOpen(t *testing.T) {
 		if code, body, _ := getIn(g, "/fail"); code != 200 || body != "c.test" {
 			t.Fatalf("status %d %q: want the healthy replica's answer", code, body)
 		}
-		if d := g.Debug(time.Now()).Hedge.Gate; d.Open || len(d.Signals) != 1 || d.Signals[0] != "unavailable" || d.Unavailable < 0.6 {
+		if d := g.replicasState(time.Now()).Hedge.Gate; d.Open || len(d.Signals) != 1 || d.Signals[0] != "unavailable" || d.Unavailable < 0.6 {
 			t.Errorf("two breakers of three open: %+v", d)
 		}
 	})

@@ -782,7 +782,7 @@ func TestAdminEndpoints(t *testing.T) {
 			}
 		}
 		code, body = adminGet(g, "/debug/replicas")
-		var st DebugState
+		var st replicasView
 		if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
 			t.Fatalf("debug: %d %v %q", code, err, body)
 		}
@@ -953,7 +953,7 @@ func TestLoopbackShutdownDrainsReadInFlight(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 	g.Close()
-	if d := g.Debug(time.Now()); d.InFlight.Requests != 0 || d.InFlight.Attempts != 0 {
+	if d := g.replicasState(time.Now()); d.InFlight.Requests != 0 || d.InFlight.Attempts != 0 {
 		t.Errorf("in flight after shutdown: %+v", d.InFlight)
 	}
 }

@@ -34,7 +34,7 @@ func TestClientGoneBeforeEngineFreesAttemptSlot(t *testing.T) {
 		r.RemoteAddr = "127.0.0.1:1234"
 		serveAbortable(t, g, httptest.NewRecorder(), r)
 	}
-	if n := g.Debug(time.Now()).InFlight.Attempts; n != 0 {
+	if n := g.replicasState(time.Now()).InFlight.Attempts; n != 0 {
 		t.Errorf("attempt slots in use after 4 cancelled requests finished: %d, want 0", n)
 	}
 	// Now a healthy client is refused forever.
@@ -107,7 +107,7 @@ func TestHangUpsFreeAttemptSlots(t *testing.T) {
 		}
 		<-closed // the next one; the test's own timeout bounds a hang
 	}
-	d := g.Debug(time.Now())
+	d := g.replicasState(time.Now())
 	t.Logf("all closed after %v: requests in flight %d, attempts in flight %d, replica in-flight %d",
 		time.Since(start), d.InFlight.Requests, d.InFlight.Attempts, d.Replicas[0].InFlight)
 	if d.InFlight.Requests != 0 || d.InFlight.Attempts != 0 || d.Replicas[0].InFlight != 0 {
@@ -249,9 +249,9 @@ func TestCountersReturnToZeroUnderChaos(t *testing.T) {
 	}
 	wg.Wait()
 	deadline := time.Now().Add(3 * time.Second)
-	var d DebugState
+	var d replicasView
 	for {
-		d = g.Debug(time.Now())
+		d = g.replicasState(time.Now())
 		var rin int64
 		for _, s := range d.Replicas {
 			rin += s.InFlight

@@ -125,9 +125,9 @@ func (m *metrics) tiedDrop(when string) {
 	m.tiedDropped[when].Inc()
 }
 
-// TiedCounts is what a gateway in tied mode has counted: copies sent,
-// dropped answers received, and reads by outcome (see DebugState).
-type TiedCounts struct {
+// tiedTally is what a gateway in tied mode has counted: copies sent,
+// dropped answers received, and reads by outcome (see replicasView).
+type tiedTally struct {
 	FirstCopies  int64 `json:"firstCopies"`
 	SecondCopies int64 `json:"secondCopies"`
 	// DroppedQueued and DroppedOnArrival count answers dropped for their
@@ -141,11 +141,11 @@ type TiedCounts struct {
 
 // tied reports the tied-mode counts so far; zero when the gateway is not
 // in tied mode.
-func (m *metrics) tied() TiedCounts {
+func (m *metrics) tied() tiedTally {
 	if m.tiedCopies == nil {
-		return TiedCounts{}
+		return tiedTally{}
 	}
-	c := TiedCounts{
+	c := tiedTally{
 		FirstCopies: counterInt(m.tiedCopies[0]), SecondCopies: counterInt(m.tiedCopies[1]),
 		DroppedQueued:    counterInt(m.tiedDropped[tied.DroppedQueued]),
 		DroppedOnArrival: counterInt(m.tiedDropped[tied.DroppedOnArrival]),

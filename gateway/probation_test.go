@@ -241,7 +241,7 @@ func TestProbationInMemory(t *testing.T) {
 		if v := gaugeValue(t, g, "tailgate_replica_latency_p50_seconds", "replica", "http://c.test"); v != 0.1 {
 			t.Errorf("c's p50 = %v", v)
 		}
-		d := g.Debug(time.Now())
+		d := g.replicasState(time.Now())
 		if d.Probation.OnProbation != 1 || d.Probation.MaxOnProbation != 1 || !d.Probation.Enabled || d.Probation.Shadows["success"] != int64(s2) ||
 			d.Replicas[2].Probation.Status != replica.OnProbation || d.Replicas[2].Probation.Shadows != uint64(s2) {
 			t.Errorf("debug: %+v, c: %+v", d.Probation, d.Replicas[2].Probation)
@@ -284,7 +284,7 @@ func TestCloseCancelsShadows(t *testing.T) {
 		if v := gaugeValue(t, g, "tailgate_shadow_requests_total", "outcome", "skipped"); v < 5 {
 			t.Errorf("%v shadows skipped while one held the only slot for 1s at 10/s", v)
 		}
-		if n := g.Debug(time.Now()).InFlight.Shadows; n != 1 {
+		if n := g.replicasState(time.Now()).InFlight.Shadows; n != 1 {
 			t.Errorf("%d shadows in flight, want the one hanging", n)
 		}
 		_, _, before := m.counts("c.test")
@@ -303,7 +303,7 @@ func TestCloseCancelsShadows(t *testing.T) {
 		if _, _, after := m.counts("c.test"); after != before {
 			t.Errorf("%d shadows sent after Close", after-before)
 		}
-		if n := g.Debug(time.Now()).InFlight.Shadows; n != 0 {
+		if n := g.replicasState(time.Now()).InFlight.Shadows; n != 0 {
 			t.Errorf("%d shadow slots held after Close", n)
 		}
 	})
@@ -357,7 +357,7 @@ func TestProbationDisabled(t *testing.T) {
 		}
 		defer g.Close()
 		traffic(t, g, 5*time.Second)
-		d := g.Debug(time.Now())
+		d := g.replicasState(time.Now())
 		if d.Probation.Enabled || d.Probation.OnProbation != 0 || d.Probation.MaxOnProbation != 0 || d.Replicas[2].Probation != nil {
 			t.Errorf("probation off: %+v, c: %+v", d.Probation, d.Replicas[2].Probation)
 		}

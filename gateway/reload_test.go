@@ -72,7 +72,7 @@ func TestReloadAddsAndDrainsReplicas(t *testing.T) {
 		}
 		// The admin view shows the replica removed as draining while its
 		// read is in flight, not only the new set.
-		if d := g.Debug(time.Now()).Draining; len(d) != 1 || d[0].Name != "http://"+primary || d[0].InFlight != 1 {
+		if d := g.replicasState(time.Now()).Draining; len(d) != 1 || d[0].Name != "http://"+primary || d[0].InFlight != 1 {
 			t.Errorf("draining while the read is in flight: %+v", d)
 		}
 		if _, body := adminGet(g, "/debug/replicas"); !strings.Contains(body, `"draining": [`) {
@@ -82,7 +82,7 @@ func TestReloadAddsAndDrainsReplicas(t *testing.T) {
 			t.Errorf("read in flight across the reload: %d %q", ans.code, ans.body)
 		}
 		synctest.Wait() // the losing attempt's end
-		if d := g.Debug(time.Now()).Draining; len(d) != 0 {
+		if d := g.replicasState(time.Now()).Draining; len(d) != 0 {
 			t.Errorf("draining once its reads ended: %+v", d)
 		}
 		if _, h, _ := m.counts("c.test"); h != hedgesBefore["c.test"] {
@@ -162,7 +162,7 @@ func TestReloadPolicyAndLimits(t *testing.T) {
 		if f, bu := gaugeValue(t, g, "tailgate_hedge_budget_fraction"), gaugeValue(t, g, "tailgate_hedge_budget_burst"); f != 0.5 || bu != 5 {
 			t.Errorf("budget gauges %v/%v", f, bu)
 		}
-		in := g.Debug(time.Now()).InFlight
+		in := g.replicasState(time.Now()).InFlight
 		if in.MaxRequests != 7 || in.MaxAttempts != 9 || in.MaxShadows != 3 {
 			t.Errorf("limits %+v", in)
 		}
@@ -211,7 +211,7 @@ func TestReloadRefusesAndKeepsRunning(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	if g.Replicas() != set || g.Classes().Policy().Delay != policy.Delay || g.Debug(time.Now()).InFlight.MaxRequests != 10 {
+	if g.Replicas() != set || g.Classes().Policy().Delay != policy.Delay || g.replicasState(time.Now()).InFlight.MaxRequests != 10 {
 		t.Errorf("a refused reload changed the gateway: %d replicas, delay %v", g.Replicas().Len(), g.Classes().Policy().Delay)
 	}
 	if _, err := g.Reload(with(func(*Config) {})); err != nil || g.Replicas().Len() != 3 {
@@ -307,7 +307,7 @@ func TestReloadConcurrentWithReads(t *testing.T) {
 					t.Errorf("read during reloads: %d %s", code, body)
 					return
 				}
-				g.Debug(time.Now())
+				g.replicasState(time.Now())
 			}
 		})
 	}
@@ -324,10 +324,10 @@ func TestReloadConcurrentWithReads(t *testing.T) {
 	wg.Wait()
 	// A cancelled loser gives its attempt slot back when its call returns,
 	// which may be a moment after the read it lost was answered.
-	in := g.Debug(time.Now()).InFlight
+	in := g.replicasState(time.Now()).InFlight
 	for deadline := time.Now().Add(time.Second); (in.Requests != 0 || in.Attempts != 0) && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
-		in = g.Debug(time.Now()).InFlight
+		in = g.replicasState(time.Now()).InFlight
 	}
 	if in.Requests != 0 || in.Attempts != 0 {
 		t.Errorf("in flight a second after the reads: %+v", in)

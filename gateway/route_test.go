@@ -128,7 +128,7 @@ func TestRoutesReachOnlyTheirPool(t *testing.T) {
 		if got := counterValue2(t, g, "tailgate_requests_total", "route", "search", "code", "200"); got != 20 {
 			t.Errorf("tailgate_requests_total{route=search} %v", got)
 		}
-		rs := g.RoutesState()
+		rs := g.routesState()
 		if len(rs) != 3 || rs[0].Name != DefaultRoute || rs[1].Name != "search" || rs[1].Pool != "search" || rs[2].Pool != DefaultRoute {
 			t.Fatalf("routes %+v", rs)
 		}

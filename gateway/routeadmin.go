@@ -9,8 +9,8 @@ import (
 // This file: /debug/routes, what each route does with its reads, class by
 // class.
 
-// RouteState is a route as /debug/routes shows it.
-type RouteState struct {
+// routeView is a route as /debug/routes shows it.
+type routeView struct {
 	Name string `json:"name"`
 	// Match is the route's pattern ("" for the default route), Methods its
 	// methods.
@@ -32,12 +32,12 @@ type RouteState struct {
 	AffinityKey string `json:"affinityKey,omitempty"`
 	// Classes are the classes of its reads, busiest first; Overflowed
 	// counts the reads that found no room and went to class "other".
-	Classes    []ClassState `json:"classes"`
-	Overflowed uint64       `json:"overflowed"`
+	Classes    []classView `json:"classes"`
+	Overflowed uint64      `json:"overflowed"`
 }
 
-// ClassState is one class of a route's reads.
-type ClassState struct {
+// classView is one class of a route's reads.
+type classView struct {
 	Class string `json:"class"`
 	// Reads counts the reads in the gate's window; Hedged and HedgeWins
 	// those that sent a hedge because an answer was late, and those a
@@ -52,16 +52,16 @@ type ClassState struct {
 	P99Ms   float64 `json:"p99Ms"`
 	DelayMs float64 `json:"delayMs"`
 	// Gate is its overload gate: open or shut, and why.
-	Gate GateState `json:"gate"`
+	Gate gateView `json:"gate"`
 }
 
-// RoutesState returns every route's state, the default route first.
-func (g *Gateway) RoutesState() []RouteState {
+// routesState returns every route's state, the default route first.
+func (g *Gateway) routesState() []routeView {
 	v := g.view.Load()
-	var out []RouteState
+	var out []routeView
 	for _, rt := range v.all() {
 		p := rt.keep.classes.Policy()
-		s := RouteState{
+		s := routeView{
 			Name: rt.name, Methods: rt.methods, Pool: rt.pool.name, Backends: rt.pool.backends,
 			Mode: ModeHedge, MaxAttempts: p.MaxAttempts, TimeoutMs: ms(rt.timeout),
 			BudgetFraction: rt.keep.budget.Fraction(), BudgetCredits: rt.keep.budget.Credits(),
@@ -84,7 +84,7 @@ func (g *Gateway) RoutesState() []RouteState {
 		}
 		for _, c := range rt.keep.classes.List() {
 			st := c.Hedger.Stats()
-			s.Classes = append(s.Classes, ClassState{
+			s.Classes = append(s.Classes, classView{
 				Class: c.Name, Reads: st.Operations, Hedged: st.Gate.Hedged, HedgeWins: st.Gate.HedgeWins,
 				P50Ms: ms(st.Expected), P95Ms: ms(st.P95), P99Ms: ms(st.P99), DelayMs: ms(st.Delay),
 				Gate: gateState(st.Gate),
@@ -108,7 +108,7 @@ func indexOfRoute(v *view, rt *route) int {
 }
 
 // sortClasses orders classes busiest first, then by name.
-func sortClasses(cs []ClassState) {
+func sortClasses(cs []classView) {
 	for i := 1; i < len(cs); i++ {
 		for j := i; j > 0 && (cs[j].Reads > cs[j-1].Reads || cs[j].Reads == cs[j-1].Reads && cs[j].Class < cs[j-1].Class); j-- {
 			cs[j], cs[j-1] = cs[j-1], cs[j]
@@ -122,7 +122,7 @@ func (g *Gateway) serveRoutes(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(struct {
-		Time   time.Time    `json:"time"`
-		Routes []RouteState `json:"routes"`
-	}{time.Now(), g.RoutesState()})
+		Time   time.Time   `json:"time"`
+		Routes []routeView `json:"routes"`
+	}{time.Now(), g.routesState()})
 }

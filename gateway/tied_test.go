@@ -101,7 +101,7 @@ func tiedServers(t *testing.T, net *memnet.Transport, apps map[string]http.Handl
 	return srv
 }
 
-func tiedCounts(g *Gateway) TiedCounts { return g.metrics.tied() }
+func tiedCounts(g *Gateway) tiedTally { return g.metrics.tied() }
 
 // attemptCounts reads tailgate_attempts_total by role.
 func attemptCounts(t *testing.T, g *Gateway) (primaries, hedges int64) {
@@ -187,7 +187,7 @@ func TestTiedCopiesCrossedHeaders(t *testing.T) {
 				t.Errorf("%s: %d in flight, %d failures", st.Name, st.InFlight, st.Failures)
 			}
 		}
-		d := g.Debug(time.Now())
+		d := g.replicasState(time.Now())
 		if d.Mode != ModeTied || d.Tied == nil || d.Tied.DelayMs != 1 || d.Tied.FirstCopies != 1 || !d.Hedge.GateOpen || d.InFlight.MaxAttempts != 2*DefaultMaxInFlightRequests {
 			t.Errorf("debug: mode %q, tied %+v, gate open %v, max attempts %d", d.Mode, d.Tied, d.Hedge.GateOpen, d.InFlight.MaxAttempts)
 		}
@@ -553,8 +553,8 @@ func TestTiedBounds(t *testing.T) {
 				getIn(g, "/x")
 			}
 			net.Wait()
-			if c := tiedCounts(g); c.SecondCopies != 40 || !g.Debug(time.Now()).Hedge.GateOpen {
-				t.Errorf("tied counts %+v, gate open %v: the gate held second copies back", c, g.Debug(time.Now()).Hedge.GateOpen)
+			if c := tiedCounts(g); c.SecondCopies != 40 || !g.replicasState(time.Now()).Hedge.GateOpen {
+				t.Errorf("tied counts %+v, gate open %v: the gate held second copies back", c, g.replicasState(time.Now()).Hedge.GateOpen)
 			}
 			if tc, u := sent(apps); tc != 80 || u != 0 {
 				t.Errorf("%d tied and %d untied copies", tc, u)
@@ -722,8 +722,8 @@ func TestTiedConfig(t *testing.T) {
 	}
 	defer g.Close()
 	p := g.Classes().Policy()
-	if p.Delay != time.Millisecond || p.MaxAttempts != 2 || !p.Gate.Disabled || p.Budget.Fraction() != 1 || g.Debug(time.Now()).InFlight.MaxAttempts != 20 {
-		t.Errorf("tied policy %+v, budget %v, max attempts in flight %d", p, p.Budget.Fraction(), g.Debug(time.Now()).InFlight.MaxAttempts)
+	if p.Delay != time.Millisecond || p.MaxAttempts != 2 || !p.Gate.Disabled || p.Budget.Fraction() != 1 || g.replicasState(time.Now()).InFlight.MaxAttempts != 20 {
+		t.Errorf("tied policy %+v, budget %v, max attempts in flight %d", p, p.Budget.Fraction(), g.replicasState(time.Now()).InFlight.MaxAttempts)
 	}
 	// Hedge mode: no tied series, no tied state.
 	h, err := New(Config{Backends: two})
@@ -731,7 +731,7 @@ func TestTiedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if d := h.Debug(time.Now()); d.Mode != ModeHedge || d.Tied != nil {
+	if d := h.replicasState(time.Now()); d.Mode != ModeHedge || d.Tied != nil {
 		t.Errorf("hedge mode debug: %q %+v", d.Mode, d.Tied)
 	}
 	mfs, _ := h.Registry().Gather()

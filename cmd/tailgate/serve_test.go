@@ -235,7 +235,7 @@ func TestServeTiedFlags(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		d := g.Debug(time.Now())
+		d := debugReplicas(t, g)
 		g.Close()
 		if d.Mode != gateway.ModeTied || d.Tied == nil || d.Hedge.DelayMs != max(float64(tc.delay)/1e6, 1e-6) {
 			t.Errorf("%v: mode %q, tied %+v, delay %vms", tc.args, d.Mode, d.Tied, d.Hedge.DelayMs)
@@ -253,7 +253,7 @@ func TestServeTiedFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := g.Debug(time.Now()).InFlight.MaxAttempts; got != tc.want {
+		if got := debugReplicas(t, g).InFlight.MaxAttempts; got != tc.want {
 			t.Errorf("%v: max attempts %d, want %d", tc.args, got, tc.want)
 		}
 		g.Close()

@@ -140,7 +140,11 @@ func TestServeAffinityEndToEnd(t *testing.T) {
 		t.Errorf("%d of 20 reads on the owners", onOwners)
 	}
 	code, body, _ := do(t, "GET", "http://"+s.admin+"/debug/partitions")
-	var st gateway.PartitionsState
+	var st struct {
+		Key        string `json:"key"`
+		Partitions int    `json:"partitions"`
+		Replicas   []any  `json:"replicas"`
+	}
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.Key != "path" || st.Partitions != 80 || len(st.Replicas) != 4 {
 		t.Fatalf("/debug/partitions: %d %v %+v", code, err, st)
 	}
@@ -163,7 +167,7 @@ func TestServeAffinityEndToEnd(t *testing.T) {
 	if err := s.r.reload("test"); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := s.g.PartitionsState(); st.Key != "query:id" {
+	if st, _ := debugPartitions(t, s.g); st.Key != "query:id" {
 		t.Errorf("key after reload %q", st.Key)
 	}
 	// The partition knobs need a restart.
@@ -172,7 +176,7 @@ func TestServeAffinityEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitLog(t, `msg="this setting needs a restart to change; its running value is kept" trigger=test flag=partition-owners running=2 new=3`)
-	if st, _ := s.g.PartitionsState(); st.Owners != 2 {
+	if st, _ := debugPartitions(t, s.g); st.Owners != 2 {
 		t.Errorf("owners after reload %d, want the running 2", st.Owners)
 	}
 	// The mode turns off live.
@@ -180,7 +184,7 @@ func TestServeAffinityEndToEnd(t *testing.T) {
 	if err := s.r.reload("test"); err != nil {
 		t.Errorf("turning affinity off: %v", err)
 	}
-	if _, on := s.g.PartitionsState(); on {
+	if _, on := debugPartitions(t, s.g); on {
 		t.Error("affinity still on after a reload turned it off")
 	}
 	if code, _, _ := do(t, "GET", "http://"+s.addr+"/items?id=7"); code != http.StatusOK {

@@ -222,7 +222,7 @@ func TestServeDiscoverySRV(t *testing.T) {
 	// shows as draining, and once only the held read is left on it, every
 	// other read it was to get has arrived.
 	eventually(t, "replica 0 drained to its held read", func() bool {
-		d := s.g.Debug(time.Now()).Draining
+		d := debugReplicas(t, s.g).Draining
 		return len(d) == 1 && d[0].Name == url(0) && d[0].InFlight == 1
 	})
 	drained := rs.reads[0].Load()

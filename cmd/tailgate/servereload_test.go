@@ -225,7 +225,7 @@ func TestReloadCommandLineWinsAndRestartSettingsKept(t *testing.T) {
 	if err := s.r.reload("test"); err != nil {
 		t.Fatal(err)
 	}
-	if d, in := s.g.Classes().Policy().Delay, s.g.Debug(time.Now()).InFlight; d != 30*time.Millisecond || in.MaxRequests != 9 {
+	if d, in := s.g.Classes().Policy().Delay, debugReplicas(t, s.g).InFlight; d != 30*time.Millisecond || in.MaxRequests != 9 {
 		t.Errorf("after the reload: delay %v, max requests %d; want the command line's 30ms and the file's 9", d, in.MaxRequests)
 	}
 	s.waitLog(t, `level=WARN msg="this setting needs a restart to change; its running value is kept" trigger=test flag=listen running=127.0.0.1:0 new=127.0.0.1:1`)
@@ -332,7 +332,7 @@ func TestReloadKeepsLogSettings(t *testing.T) {
 		if err := s.r.reload("test"); err != nil {
 			t.Fatalf("reload %d: %v", k, err)
 		}
-		if f, in := s.r.current(), s.g.Debug(time.Now()).InFlight; f.accessLog != "off" || f.accessSample != 1 || f.logLevel != "info" || in.MaxRequests != 9 {
+		if f, in := s.r.current(), debugReplicas(t, s.g).InFlight; f.accessLog != "off" || f.accessSample != 1 || f.logLevel != "info" || in.MaxRequests != 9 {
 			t.Errorf("reload %d: access log %q, sample %v, level %q, max requests %d; want off, 1, info and the file's 9",
 				k, f.accessLog, f.accessSample, f.logLevel, in.MaxRequests)
 		}

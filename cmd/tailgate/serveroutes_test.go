@@ -68,7 +68,7 @@ func TestServeRoutesFromFile(t *testing.T) {
 	if err := s.r.reload("test"); err != nil {
 		t.Fatal(err)
 	}
-	if d := s.g.RoutesState()[1].Delay; d != "40ms" {
+	if d := debugRoutes(t, s.g)[1].Delay; d != "40ms" {
 		t.Errorf("search's delay after the reload %q", d)
 	}
 	bad := strings.Replace(file("40ms"), fmt.Sprintf("[%s, %s]\n    hedge-delay", rs.url(2), rs.url(3)), fmt.Sprintf("[%s, %s]\n    hedge-delay", rs.url(0), rs.url(3)), 1)
@@ -77,8 +77,8 @@ func TestServeRoutesFromFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tailgate.yaml:5: ") || !strings.Contains(err.Error(), "route search: backend") {
 		t.Errorf("a route with the top-level pool's backend: %v", err)
 	}
-	if d := s.g.RoutesState()[1].Delay; d != "40ms" || len(s.g.RoutesState()) != 3 {
-		t.Errorf("a refused reload changed the routes: %+v", s.g.RoutesState())
+	if d := debugRoutes(t, s.g)[1].Delay; d != "40ms" || len(debugRoutes(t, s.g)) != 3 {
+		t.Errorf("a refused reload changed the routes: %+v", debugRoutes(t, s.g))
 	}
 }
 
@@ -124,7 +124,7 @@ func TestServeBodyAndGRPCRoutesFromFile(t *testing.T) {
 		"  - name: catalog\n"+
 		"    match: /catalog.v1.Catalog/\n"+
 		"    grpc: [GetProduct, /catalog.v1.Catalog/ListProducts]\n")
-	if st := s.g.RoutesState(); len(st) != 3 || st[1].Methods[0] != "POST" {
+	if st := debugRoutes(t, s.g); len(st) != 3 || st[1].Methods[0] != "POST" {
 		t.Fatalf("routes: %+v", st)
 	}
 	post := func(body string) int {
