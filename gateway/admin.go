@@ -87,7 +87,7 @@ type replicasView struct {
 	// Tied is tied mode's settings and counts; absent in hedge mode.
 	Tied *tiedView `json:"tied,omitempty"`
 	// Discovery is the discovered names' state; absent when none is.
-	Discovery []DiscoveryStatus `json:"discovery,omitempty"`
+	Discovery []discoveryView `json:"discovery,omitempty"`
 }
 
 // tiedView is tied mode's settings and what it has counted.
@@ -207,7 +207,7 @@ func (g *Gateway) replicasState(now time.Time) replicasView {
 			Shadows: g.shadows.slots.inUse(), MaxShadows: g.shadows.slots.max.Load(),
 		},
 		Probation: g.probationState(v.defaultPool().set),
-		Discovery: g.discovered(),
+		Discovery: discoveryViews(g.discovered()),
 	}
 	if v.def.tied {
 		d.Mode = ModeTied

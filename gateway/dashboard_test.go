@@ -16,6 +16,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 )
 
 // The operations files that name the gateway's series: the Grafana
@@ -53,8 +54,8 @@ func exposed(t *testing.T) series {
 			defer g.Close()
 			// A discovered name, as tailgate serve reports its DNS names:
 			// the tailgate_discovery_* series.
-			g.SetDiscovery(func() []DiscoveryStatus {
-				return []DiscoveryStatus{{Name: "dns+http://replicas.test:8080", Backends: cfg.Backends, Errors: 1}}
+			g.SetDiscovery(func() []discovery.State {
+				return []discovery.State{{Name: "dns+http://replicas.test:8080", Backends: cfg.Backends, Errors: 1}}
 			})
 			for range 3 {
 				if code, body, _ := getIn(g, "/x"); code != http.StatusOK {

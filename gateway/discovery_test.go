@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 
@@ -93,8 +94,8 @@ func TestDiscoveryStatusShown(t *testing.T) {
 		}
 
 		since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-		g.SetDiscovery(func() []DiscoveryStatus {
-			return []DiscoveryStatus{
+		g.SetDiscovery(func() []discovery.State {
+			return []discovery.State{
 				{Name: "dns+http://fresh.test:80", Backends: []string{"http://a.test"}, Errors: 1},
 				{Name: "dns+http://stale.test:80", Backends: []string{"http://x.test", "http://y.test"}, Stale: true,
 					Problem: "lookup stale.test: server misbehaving", Since: since, Errors: 4},

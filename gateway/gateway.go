@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 	"github.com/tailgate-dev/tailgate/internal/jsonerr"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
@@ -48,7 +49,7 @@ type Gateway struct {
 	leaving leaving
 
 	// discovery reports the discovered names' state (SetDiscovery).
-	discovery atomic.Pointer[func() []DiscoveryStatus]
+	discovery atomic.Pointer[func() []discovery.State]
 
 	// serverWrite is the smallest WriteTimeout of the servers Server has
 	// built (0: none), for requests that a reload has given more time.

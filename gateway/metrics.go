@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/discovery"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -54,7 +55,7 @@ func newMetrics(g *Gateway) *metrics {
 	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectBodyTooLarge, rejectBodyTimeout, rejectTarget, rejectDeadline, rejectBadDeadline})
 	m.replicaAttempts = newReplicaAttempts()
 	m.perRoute.register(m.registry)
-	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discoveryCollector{g.discovered}, m.replicaAttempts.vec, buildInfo())
+	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discovery.NewCollector(g.discovered), m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
 		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers), unsolicited (a new connection got bytes before its first request: see tailgate_unsolicited_total). Losers cancelled for a winner are not counted.",

@@ -75,17 +75,7 @@ func newGateway(ctx context.Context, w *discovery.Watcher, cfg gateway.Config) (
 // reportDiscovery makes w's names the gateway's to report (/readyz,
 // /debug/replicas, the tailgate_discovery_* series).
 func reportDiscovery(g *gateway.Gateway, w *discovery.Watcher) {
-	g.SetDiscovery(func() []gateway.DiscoveryStatus { return discoveryStatus(w) })
-}
-
-func discoveryStatus(w *discovery.Watcher) []gateway.DiscoveryStatus {
-	st := w.State()
-	out := make([]gateway.DiscoveryStatus, len(st))
-	for i, s := range st {
-		out[i] = gateway.DiscoveryStatus{Name: s.Name, Backends: s.Backends, Resolved: s.Resolved, Next: s.Next,
-			Stale: s.Stale, Problem: s.Problem, Since: s.Since, Errors: s.Errors}
-	}
-	return out
+	g.SetDiscovery(w.State)
 }
 
 // reloadBackends applies cfg, whose Backends may hold DNS entries, to the

@@ -179,8 +179,7 @@ func waitingAdmin(w *discovery.Watcher, refresh time.Duration) http.Handler {
 			}
 		}
 	})
-	status := func() []gateway.DiscoveryStatus { return discoveryStatus(w) }
-	mux.Handle("GET /metrics", promhttp.HandlerFor(processRegistry(gateway.NewDiscoveryCollector(status)), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(processRegistry(discovery.NewCollector(w.State)), promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(rw http.ResponseWriter, _ *http.Request) {
 		http.Error(rw, "starting: no replica yet (see /readyz)", http.StatusServiceUnavailable)
 	})
