@@ -56,8 +56,9 @@ const (
 type Config struct {
 	// Backends are the base URLs of the equivalent replicas: http:// or
 	// https:// (see BackendTLS), a host and a port within 1 to 65535, no
-	// path or query; at least one, no duplicates (however spelled; see
-	// SameServer for one server under two names). A hedge always goes to
+	// path or query; at least one, no duplicates (however spelled: one
+	// server under two names is only found by name lookups, which serve
+	// makes at start to warn of it). A hedge always goes to
 	// a different replica than the attempts before it while one is left.
 	Backends []string
 

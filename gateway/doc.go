@@ -22,8 +22,8 @@
 //     and -Proto say what the gateway saw.
 //   - Server returns the http.Server to serve it with: time limits per
 //     connection phase, a header size limit, and OPTIONS * left to the
-//     gateway (405). Over TLS it serves HTTP/2 too; CertFiles gives it a
-//     certificate read from files that rotates without a restart.
+//     gateway (405). Over TLS it serves HTTP/2 too, with whatever
+//     certificate its TLSConfig gives (serve's rotates without a restart).
 //     PlainServer serves plain-HTTP/1.1 clients with the same settings on
 //     a faster server of the gateway's own (or net/http's, by choice).
 //   - Backends may be https:// (Config.BackendTLS: roots, client

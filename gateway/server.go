@@ -50,8 +50,8 @@ type ServerConfig struct {
 //     which answers 200 with an empty Allow on the gateway's behalf.
 //   - net/http's own errors go to Config.Logger at warn level.
 //
-// For clients over TLS, set its TLSConfig (GetCertificate from a CertFiles
-// lets the certificate rotate without a restart) and call ServeTLS with
+// For clients over TLS, set its TLSConfig (a GetCertificate that reads
+// files again lets the certificate rotate without a restart) and call ServeTLS with
 // empty file names: clients get HTTP/2 by ALPN, or HTTP/1.1. The settings
 // above hold over HTTP/2 too: the time limits per stream (the TLS
 // handshake within the shortest of them), the idle limit per connection,

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/sameserver"
 )
 
 // sameServerTimeout bounds the name lookups of warnSameServer: it only
@@ -18,14 +18,14 @@ import (
 const sameServerTimeout = 2 * time.Second
 
 // warnSameServer logs a warning for each pair of backends that are one
-// server under two names (see gateway.SameServer). New cannot refuse them,
+// server under two names (see internal/sameserver). New cannot refuse them,
 // since it does not resolve names, and a name may resolve differently
 // later; the operator is told at start, once, and on a reload that adds
 // backends, of the pairs with one of those added (nil: every pair).
 func warnSameServer(ctx context.Context, logger *slog.Logger, backends, added []string) {
 	ctx, cancel := context.WithTimeout(ctx, sameServerTimeout)
 	defer cancel()
-	for _, p := range gateway.SameServer(ctx, nil, backends) {
+	for _, p := range sameserver.Find(ctx, nil, backends) {
 		if added != nil && !slices.Contains(added, p.A) && !slices.Contains(added, p.B) {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/certfile"
 	"github.com/tailgate-dev/tailgate/internal/discovery"
 )
 
@@ -76,7 +77,7 @@ type reloader struct {
 
 	// certs is the client listener's certificate, with -tls-cert; set
 	// before serving starts (loadCerts), for the process's life.
-	certs *gateway.CertFiles
+	certs *certfile.Files
 	// pre are listeners bound while serve waited for its first replica
 	// (servewait.go), for serveReloading to serve.
 	pre bound
@@ -132,7 +133,7 @@ func (r *reloader) reloadReport(trigger string) (restart []string, err error) {
 	defer r.mu.Unlock()
 	if r.certs != nil {
 		// Whatever becomes of the configuration: a reload is also how an
-		// operator says "the certificate has changed". CertFiles logs
+		// operator says "the certificate has changed". certfile.Files logs
 		// what it did, and keeps the running one if the new does not load.
 		r.certs.Reload()
 	}

@@ -16,12 +16,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/certfile"
 )
 
 // This file: TLS on serve's two sides. Clients over TLS (-tls-cert,
 // -tls-key): the certificate is read again on SIGHUP (and POST /-/reload)
-// and every tlsPoll, and new connections get it (gateway.CertFiles);
+// and every tlsPoll, and new connections get it (internal/certfile);
 // connections open keep theirs. Backends over https:// (-backend-ca,
 // -backend-cert, -backend-key, -backend-server-name): the files are read
 // as the rest of the configuration is, at start and on each reload, and
@@ -138,7 +138,7 @@ func (r *reloader) loadCerts(f *serveFlags) error {
 	if f.cert == "" || r.certs != nil {
 		return nil
 	}
-	certs, err := gateway.LoadCertFiles(f.cert, f.key, r.log)
+	certs, err := certfile.Load(f.cert, f.key, r.log)
 	if err != nil {
 		return fmt.Errorf("-tls-cert/-tls-key: %w", err)
 	}

@@ -1,4 +1,6 @@
-package gateway
+// Package sameserver finds backends that name one server twice, under
+// different spellings, for a warning at start.
+package sameserver
 
 import (
 	"context"
@@ -9,17 +11,17 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/target"
 )
 
-// SameServerPair is two backends that name one server: A and B as
+// Pair is two backends that name one server: A and B as
 // configured, and Addr, the address (ip:port) both reach.
-type SameServerPair struct {
+type Pair struct {
 	A, B string
 	Addr string
 }
 
-// SameServer finds the backends that name one server twice under
+// Find finds the backends that name one server twice under
 // different spellings, such as http://localhost:8081 and
 // http://127.0.0.1:8081: the pairs whose hosts resolve to a common
-// address, on the same port. New refuses duplicates only as spelled,
+// address, on the same port. gateway.New refuses duplicates only as spelled,
 // since telling these apart takes name lookups, which a constructor
 // should not make. They are worth a warning (serve logs one per pair at
 // start): a hedge between them lands on the server that was slow, and
@@ -28,7 +30,7 @@ type SameServerPair struct {
 // Names are resolved with r (nil: net.DefaultResolver) until ctx ends; a
 // name that does not resolve by then is left out, since this is a
 // warning, not a check. Backends that New would refuse are skipped.
-func SameServer(ctx context.Context, r *net.Resolver, backends []string) []SameServerPair {
+func Find(ctx context.Context, r *net.Resolver, backends []string) []Pair {
 	if r == nil {
 		r = net.DefaultResolver
 	}
@@ -63,14 +65,14 @@ func SameServer(ctx context.Context, r *net.Resolver, backends []string) []SameS
 		}
 		servers = append(servers, server{b, uint16(port), addrs})
 	}
-	var pairs []SameServerPair
+	var pairs []Pair
 	for i, a := range servers {
 		for _, b := range servers[i+1:] {
 			if a.port != b.port {
 				continue
 			}
 			if addr, ok := common(a.addrs, b.addrs); ok {
-				pairs = append(pairs, SameServerPair{A: a.backend, B: b.backend, Addr: netip.AddrPortFrom(addr, a.port).String()})
+				pairs = append(pairs, Pair{A: a.backend, B: b.backend, Addr: netip.AddrPortFrom(addr, a.port).String()})
 			}
 		}
 	}

@@ -1,4 +1,6 @@
-package gateway
+// Package certfile serves a TLS listener a certificate read from PEM
+// files, and read again when they change: a rotation needs no restart.
+package certfile
 
 import (
 	"bytes"
@@ -14,8 +16,8 @@ import (
 	"time"
 )
 
-// CertFiles is a certificate and its private key, read from PEM files and
-// read again when they change, for a TLS listener (Gateway.Server's) whose
+// Files is a certificate and its private key, read from PEM files and
+// read again when they change, for a TLS listener (a gateway's client listener) whose
 // certificate rotates: set GetCertificate as the tls.Config's, and each
 // new connection gets the certificate in force as it arrives, while
 // connections open keep the one they were made with. No restart, and no
@@ -23,9 +25,9 @@ import (
 //
 // A pair that does not load (a file missing, a certificate and a key
 // that do not match, as while a rotation has written one file and not yet
-// the other) is an error from LoadCertFiles; later, Reload and Watch log
+// the other) is an error from Load; later, Reload and Watch log
 // it and keep the certificate in force.
-type CertFiles struct {
+type Files struct {
 	certFile, keyFile string
 	log               *slog.Logger
 
@@ -37,14 +39,14 @@ type CertFiles struct {
 	pending string     // the last refusal a poll found, logged if the next finds it too
 }
 
-// LoadCertFiles reads the certificate (a PEM chain, leaf first) and key
+// Load reads the certificate (a PEM chain, leaf first) and key
 // files. Its log gets a line for each certificate put in force, and for
 // each refused; nil discards them.
-func LoadCertFiles(certFile, keyFile string, log *slog.Logger) (*CertFiles, error) {
+func Load(certFile, keyFile string, log *slog.Logger) (*Files, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &CertFiles{certFile: certFile, keyFile: keyFile, log: log}
+	c := &Files{certFile: certFile, keyFile: keyFile, log: log}
 	if _, err := c.load(loadStart); err != nil {
 		return nil, err
 	}
@@ -53,18 +55,18 @@ func LoadCertFiles(certFile, keyFile string, log *slog.Logger) (*CertFiles, erro
 
 // GetCertificate returns the certificate in force: a tls.Config's
 // GetCertificate.
-func (c *CertFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (c *Files) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.cur.Load(), nil
 }
 
 // Certificate returns the certificate in force, its Leaf parsed.
-func (c *CertFiles) Certificate() *tls.Certificate { return c.cur.Load() }
+func (c *Files) Certificate() *tls.Certificate { return c.cur.Load() }
 
 // Reload reads the files again and puts their certificate in force if it
 // differs from the one in force. It reports whether it did; a pair that
 // does not load is logged (once for the same files' contents) and
 // returned, and the certificate in force kept.
-func (c *CertFiles) Reload() (changed bool, err error) { return c.load(loadReload) }
+func (c *Files) Reload() (changed bool, err error) { return c.load(loadReload) }
 
 // Watch reads the files every interval until ctx is done, as Reload does:
 // certificate managers (cert-manager, a Kubernetes secret volume, certbot)
@@ -74,7 +76,7 @@ func (c *CertFiles) Reload() (changed bool, err error) { return c.load(loadReloa
 // times. A pair that does not load is logged when the next poll finds the
 // same: a rotation that has written the certificate and not yet the key
 // is not an error.
-func (c *CertFiles) Watch(ctx context.Context, interval time.Duration) {
+func (c *Files) Watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -87,7 +89,7 @@ func (c *CertFiles) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Why the files are read: by LoadCertFiles, Reload or Watch.
+// Why the files are read: by Load, Reload or Watch.
 type loadMode int
 
 const (
@@ -98,7 +100,7 @@ const (
 
 // load reads the files and puts their pair in force if it is new (at
 // start, whatever it is).
-func (c *CertFiles) load(mode loadMode) (bool, error) {
+func (c *Files) load(mode loadMode) (bool, error) {
 	running := mode != loadStart
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,7 +152,7 @@ func (c *CertFiles) load(mode loadMode) (bool, error) {
 // is logged once: for the same contents (sum), or the same error when a
 // file could not be read, until a pair loads; found by a poll, once the
 // next poll finds it too.
-func (c *CertFiles) refused(mode loadMode, sum string, err error) error {
+func (c *Files) refused(mode loadMode, sum string, err error) error {
 	key := sum + "\x00" + err.Error()
 	switch {
 	case mode == loadStart, key == c.refusal:
