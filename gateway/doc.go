@@ -24,8 +24,8 @@
 //     connection phase, a header size limit, and OPTIONS * left to the
 //     gateway (405). Over TLS it serves HTTP/2 too, with whatever
 //     certificate its TLSConfig gives (serve's rotates without a restart).
-//     PlainServer serves plain-HTTP/1.1 clients with the same settings on
-//     a faster server of the gateway's own (or net/http's, by choice).
+//     tailgate serve serves plain-HTTP/1.1 clients with the same settings
+//     on a faster server of its own (internal/h1server), by default.
 //   - Backends may be https:// (Config.BackendTLS: roots, client
 //     certificate, server name), over HTTP/2 when ALPN agrees, so that a
 //     cancelled loser resets one stream and keeps its connection; Reload

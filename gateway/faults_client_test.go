@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 )
 
 // The client side of the fault matrix (issue 11): what a client on the
@@ -298,7 +299,27 @@ var clientCases = []clientCase{
 
 // plainServers are the servers of plain-HTTP clients every client case
 // runs against: tailgate serve's choice (-client-server).
-var plainServers = []string{PlainH1, PlainNetHTTP}
+// The servers of plain-HTTP/1.1 clients, as tailgate serve's
+// -client-server names them: h1server, like the gateway's Server, and
+// net/http's, the Server itself.
+const (
+	plainH1      = "h1"
+	plainNetHTTP = "net/http"
+)
+
+var plainServers = []string{plainH1, plainNetHTTP}
+
+// plainServer is the server of g's plain-HTTP/1.1 clients that plain
+// names, with the settings c.
+func plainServer(g *Gateway, c ServerConfig, plain string) interface {
+	Serve(net.Listener) error
+	Close() error
+} {
+	if plain == plainNetHTTP || c.H2C {
+		return g.Server(c)
+	}
+	return h1server.Like(g.Server(c), g)
+}
 
 func TestClientFaults(t *testing.T) {
 	for _, plain := range plainServers {
@@ -314,17 +335,17 @@ func TestClientFaults(t *testing.T) {
 // the server plain names, until the test ends; it returns the address.
 func servePlain(t *testing.T, g *Gateway, plain string) string {
 	t.Helper()
-	return servePlainWith(t, g, ServerConfig{Plain: plain})
+	return servePlainWith(t, g, ServerConfig{}, plain)
 }
 
 // servePlainWith is servePlain with the server's settings c.
-func servePlainWith(t *testing.T, g *Gateway, c ServerConfig) string {
+func servePlainWith(t *testing.T, g *Gateway, c ServerConfig, plain string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := g.PlainServer(c)
+	srv := plainServer(g, c, plain)
 	done := make(chan struct{})
 	go func() { srv.Serve(ln); close(done) }()
 	t.Cleanup(func() {

@@ -92,7 +92,7 @@ func FuzzRequestHygiene(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			srv := gateways[trusted].PlainServer(ServerConfig{Plain: plain})
+			srv := plainServer(gateways[trusted], ServerConfig{}, plain)
 			done := make(chan struct{})
 			go func() { srv.Serve(ln); close(done) }()
 			f.Cleanup(func() { srv.Close(); <-done })

@@ -301,7 +301,7 @@ func TestLoopbackGRPCOverH2C(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close) // after the server's Close, registered next
-	base := "http://" + servePlainWith(t, g, ServerConfig{H2C: true})
+	base := "http://" + servePlainWith(t, g, ServerConfig{H2C: true}, plainNetHTTP)
 
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

@@ -25,8 +25,8 @@ func TestHTTP10TransferEncodingNeverSmuggled(t *testing.T) {
 		kept      bool     // an HTTP/1.0 keep-alive connection serves a second request
 		forwarded []string // paths the replica sees
 	}{
-		{PlainH1, 400, true, nil},
-		{PlainNetHTTP, 200, false, []string{"/a"}},
+		{plainH1, 400, true, nil},
+		{plainNetHTTP, 200, false, []string{"/a"}},
 	} {
 		t.Run(c.plain, func(t *testing.T) {
 			a := newBackend(t, "a", func(b *backend, w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") })

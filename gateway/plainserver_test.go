@@ -66,7 +66,7 @@ func TestPlainServerHeaderLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	addr := servePlain(t, g, PlainH1)
+	addr := servePlain(t, g, plainH1)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/x", nil)
@@ -101,7 +101,7 @@ func BenchmarkLoopbackServers(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := g.PlainServer(ServerConfig{Plain: plain})
+			srv := plainServer(g, ServerConfig{}, plain)
 			done := make(chan struct{})
 			go func() { srv.Serve(ln); close(done) }()
 			defer func() { srv.Close(); <-done }()

@@ -21,15 +21,9 @@ type ServerConfig struct {
 	// ConnState, if set, is told each client connection's state changes,
 	// as http.Server.ConnState is (connlimit.Listener.ConnState).
 	ConnState func(net.Conn, http.ConnState)
-	// Plain names the server of plain-HTTP/1.1 clients PlainServer
-	// returns: PlainH1 (internal/h1server; "" means it) or PlainNetHTTP
-	// (net/http's, as Server returns).
-	Plain string
 	// H2C serves clients that speak HTTP/2 without TLS (h2c with prior
 	// knowledge, as gRPC clients do on an insecure channel) beside
-	// HTTP/1.1 ones, on one listener: net/http's server, which tells them
-	// apart by the HTTP/2 preface, whatever Plain says (h1server speaks
-	// HTTP/1.1 only). Set it when a route is a gRPC route. Default false.
+	// HTTP/1.1 ones, on one listener, told apart by the HTTP/2 preface. Set it when a route is a gRPC route. Default false.
 	H2C bool
 }
 

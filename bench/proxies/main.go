@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func main() {
 	cpuprofile := fs.String("cpuprofile", "", "gateway: write a CPU profile here")
 	after := fs.Duration("profile-after", 2*time.Second, "gateway: start the profile this long after listening")
 	span := fs.Duration("profile-for", 10*time.Second, "gateway: profile this long")
-	clientServer := fs.String("client-server", gateway.PlainH1, "gateway: the server of its clients, h1 or net/http (as tailgate serve's flag)")
+	clientServer := fs.String("client-server", "h1", "gateway: the server of its clients, h1 or net/http (as tailgate serve's flag)")
 	fs.Parse(os.Args[2:])
 	if host, _, err := net.SplitHostPort(*listen); err != nil || !net.ParseIP(host).IsLoopback() {
 		log.Fatalf("-listen %q: want a loopback address", *listen)
@@ -75,7 +76,11 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		log.Fatal(g.PlainServer(gateway.ServerConfig{Plain: *clientServer}).Serve(ln))
+		srv := g.Server(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
+		if *clientServer == "h1" {
+			log.Fatal(h1server.Like(srv, g).Serve(ln))
+		}
+		log.Fatal(srv.Serve(ln))
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
@@ -90,7 +91,7 @@ func run(name string, p hedge.Policy, d time.Duration, clients int) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
+	srv := h1server.Like(g.Server(gateway.ServerConfig{}), g) // as tailgate serve serves plain-HTTP clients
 	go srv.Serve(ln)
 	defer srv.Close()
 	client := &http.Client{Transport: hedge.NewBaseTransport(), Timeout: 10 * time.Second}

@@ -21,6 +21,7 @@ import (
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/connlimit"
 	"github.com/tailgate-dev/tailgate/internal/discovery"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -192,7 +193,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.protocol, "backend-protocol", gateway.ProtocolHTTP1, `protocol to http:// replicas: "http1" or "h2c" (https:// replicas negotiate HTTP/2 or HTTP/1.1 by ALPN)`)
 	fs.DurationVar(&f.drain, "drain-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", gateway.DefaultMaxHeaderBytes, "largest request line and header block accepted from clients; larger: 431")
-	fs.StringVar(&f.clientServer, "client-server", gateway.PlainH1, `the server of plain-HTTP clients: "h1" (the gateway's own, internal/h1server) or "net/http" (Go's, as before: a fallback); clients over TLS are served by net/http either way; needs a restart to change`)
+	fs.StringVar(&f.clientServer, "client-server", plainH1, `the server of plain-HTTP clients: "h1" (the gateway's own, internal/h1server) or "net/http" (Go's, as before: a fallback); clients over TLS are served by net/http either way; needs a restart to change`)
 	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns, "client connections open at once (about 22 KiB each when idle); beyond it a new connection closes the longest-idle keep-alive one, or is refused (reset) when none is idle")
 	fs.StringVar(&f.logFormat, "log-format", "text", `log format: "text" or "json"`)
 	fs.StringVar(&f.logLevel, "log-level", "info", `log level: "debug", "info", "warn" or "error"`)
@@ -303,8 +304,8 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	c.check(f.drainDelay >= 0, "-drain-delay %v must not be negative", f.drainDelay)
 	c.check(f.maxHeaderBytes >= 1<<10 && f.maxHeaderBytes <= 1<<20, "-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
 	c.check(f.maxConns >= 1, "-max-conns %d must be at least 1", f.maxConns)
-	c.check(f.clientServer == gateway.PlainH1 || f.clientServer == gateway.PlainNetHTTP,
-		"-client-server %q: want %q or %q", f.clientServer, gateway.PlainH1, gateway.PlainNetHTTP)
+	c.check(f.clientServer == plainH1 || f.clientServer == plainNetHTTP,
+		"-client-server %q: want %q or %q", f.clientServer, plainH1, plainNetHTTP)
 	c.check(f.probFactor > 1 && !math.IsInf(f.probFactor, 0), "-probation-factor %v must be a number above 1", f.probFactor)
 	c.check(f.probMinExcess >= 0, "-probation-min-excess %v must not be negative", f.probMinExcess)
 	c.check(f.probWindow > 0, "-probation-window %v must be positive", f.probWindow)
@@ -457,18 +458,20 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	// gRPC clients on an insecure channel speak h2c: net/http's server
 	// then serves the listener, HTTP/1.1 and h2c told apart by the
 	// HTTP/2 preface (h1server speaks HTTP/1.1 only).
-	sc := gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes, ConnState: ln.ConnState, Plain: f.clientServer, H2C: grpcRoutes(f.routes)}
-	var srv gateway.ClientServer
+	sc := gateway.ServerConfig{MaxHeaderBytes: f.maxHeaderBytes, ConnState: ln.ConnState, H2C: grpcRoutes(f.routes)}
+	hs := g.Server(sc)
+	var srv clientServer = hs
 	errs := make(chan error, 2)
-	if r.certs != nil {
-		hs := g.Server(sc) // HTTP/2 by ALPN: net/http's
-		srv = hs
+	switch {
+	case r.certs != nil: // HTTP/2 by ALPN: net/http's
 		watched = r.serveClients(trimCtx, hs, ln, errs)
-	} else {
-		srv = g.PlainServer(sc)
+	case f.clientServer == plainH1 && !sc.H2C:
+		srv = h1server.Like(hs, g) // the same settings, on the faster server
+		fallthrough
+	default:
 		go func() { errs <- srv.Serve(ln) }()
 	}
-	servers := []gateway.ClientServer{srv}
+	servers := []clientServer{srv}
 	if f.tied {
 		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "server", serverName(r, f), "backends", f.backends, "mode", gateway.ModeTied, "tiedDelay", f.tiedDelay)
 	} else {
@@ -511,13 +514,32 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	return drain(g, r.current(), servers, errs, logger)
 }
 
+// The servers of plain-HTTP/1.1 clients (-client-server).
+const (
+	plainH1      = "h1"       // internal/h1server: the handler in the connection's goroutine (docs/performance.md)
+	plainNetHTTP = "net/http" // net/http's server, as the gateway's Server returns it
+)
+
+// clientServer is what serves the gateway to clients: net/http's
+// *http.Server or internal/h1server's.
+type clientServer interface {
+	Serve(net.Listener) error
+	// Shutdown stops accepting, closes idle connections and waits for
+	// requests in flight, or for ctx to end.
+	Shutdown(context.Context) error
+	Close() error
+	// SetKeepAlivesEnabled(false) closes each connection after its
+	// current request (a drain).
+	SetKeepAlivesEnabled(bool)
+}
+
 // serverName names the server of the client listener, for the log.
 func serverName(r *reloader, f *serveFlags) string {
 	switch {
 	case r.certs != nil:
-		return gateway.PlainNetHTTP
+		return plainNetHTTP
 	case grpcRoutes(f.routes):
-		return gateway.PlainNetHTTP + " (h2c for gRPC)"
+		return plainNetHTTP + " (h2c for gRPC)"
 	}
 	return f.clientServer
 }
@@ -545,7 +567,7 @@ func grpcRoutes(routes []gateway.Route) bool {
 // equivalents: a process that is not behind a balancer (a test, a
 // developer's terminal) should not wait, and one that is knows its
 // balancer's health-check interval.
-func drain(g *gateway.Gateway, f *serveFlags, servers []gateway.ClientServer, errs <-chan error, logger *slog.Logger) error {
+func drain(g *gateway.Gateway, f *serveFlags, servers []clientServer, errs <-chan error, logger *slog.Logger) error {
 	g.StartDrain()
 	servers[0].SetKeepAlivesEnabled(false)
 	if f.drainDelay > 0 {

@@ -267,3 +267,22 @@ func (s *Server) watchAfter() time.Duration {
 	}
 	return s.WatchAfter
 }
+
+// Like returns a Server of h with s's settings: its time limits, header
+// limit, ConnState and ErrorLog (s's handler, TLS and HTTP/2 settings are
+// not its to take). A proxy builds its net/http server in one place (the
+// gateway's Server, the home of those settings) and serves plain-HTTP/1.1
+// clients with this one on the same terms. h serves OPTIONS * itself:
+// h1server has no handler of its own for it.
+func Like(s *http.Server, h http.Handler) *Server {
+	return &Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		ReadTimeout:       s.ReadTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ConnState:         s.ConnState,
+		ErrorLog:          s.ErrorLog,
+	}
+}

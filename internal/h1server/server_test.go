@@ -496,3 +496,41 @@ func TestBodyReadAfterHandler(t *testing.T) {
 		t.Errorf("the next request's body: %q, want hello", body)
 	}
 }
+
+// Like takes the limits of a net/http server built elsewhere, and serves
+// the handler given: an over-long header is refused at Like's limit.
+func TestLikeTakesTheServersLimits(t *testing.T) {
+	hs := &http.Server{ReadHeaderTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second,
+		IdleTimeout: 4 * time.Second, MaxHeaderBytes: 1 << 10, Handler: http.NotFoundHandler()}
+	s := Like(hs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mine") }))
+	if s.ReadHeaderTimeout != time.Second || s.ReadTimeout != 2*time.Second || s.WriteTimeout != 3*time.Second ||
+		s.IdleTimeout != 4*time.Second || s.MaxHeaderBytes != 1<<10 {
+		t.Errorf("settings %+v", s)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { s.Serve(ln); close(done) }()
+	defer func() { s.Close(); <-done }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "mine" {
+		t.Errorf("served %q, want the handler given", b)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+	req.Header.Set("X-Big", strings.Repeat("x", 8<<10))
+	resp, err = http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("an 8 KiB header over a 1 KiB limit: %d", resp.StatusCode)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

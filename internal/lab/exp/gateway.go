@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 )
 
 // GatewayAttempts reads, from the gateway's /metrics series, the backend
@@ -57,7 +58,7 @@ func counters(g prometheus.Gatherer, name, label string) map[string]float64 {
 // through the real gateway as a client would. It returns the gateway's
 // base URL and a function that stops serving.
 func ServeGateway(g *gateway.Gateway) (url string, stop func(), err error) {
-	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
+	srv := h1server.Like(g.Server(gateway.ServerConfig{}), g) // as tailgate serve serves plain-HTTP clients
 	if url, err = serveLoopback(srv); err != nil {
 		return "", nil, err
 	}
