@@ -47,19 +47,13 @@ func (a Attempt) IsHedge() bool { return a.Index > 0 }
 type attemptKey struct{}
 
 // AttemptFrom returns the attempt that ctx belongs to, if ctx (or a parent of
-// it) is an attempt context made by Do.
+// it) is an attempt context made by Do: code deep in a call can tell a
+// hedge (its IsHedge) and deprioritise or label duplicate work.
 func AttemptFrom(ctx context.Context) (Attempt, bool) {
 	if a, ok := ctx.Value(attemptKey{}).(*Attempt); ok {
 		return *a, true
 	}
 	return Attempt{}, false
-}
-
-// IsHedge reports whether ctx belongs to a hedge attempt, so code deep in a
-// call can deprioritise or label duplicate work.
-func IsHedge(ctx context.Context) bool {
-	a, ok := AttemptFrom(ctx)
-	return ok && a.IsHedge()
 }
 
 // attemptCtx is the context an attempt runs under: the operation's

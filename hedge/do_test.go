@@ -158,13 +158,13 @@ func TestFastPrimaryNoHedge(t *testing.T) {
 	})
 }
 
-func TestIsHedgeMarksContext(t *testing.T) {
+func TestAttemptFromMarksContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := mustNew(t, Policy{Delay: time.Millisecond})
 		var marks [2]atomic.Bool
 		_, err := Do(t.Context(), h, Op[int]{Call: func(ctx context.Context, a Attempt) (int, error) {
-			marks[a.Index].Store(IsHedge(ctx))
 			got, ok := AttemptFrom(ctx)
+			marks[a.Index].Store(ok && got.IsHedge())
 			if !ok || got != a {
 				t.Errorf("AttemptFrom = %+v, %v; want %+v", got, ok, a)
 			}
@@ -181,8 +181,8 @@ func TestIsHedgeMarksContext(t *testing.T) {
 		if marks[0].Load() || !marks[1].Load() {
 			t.Errorf("IsHedge: primary %v hedge %v", marks[0].Load(), marks[1].Load())
 		}
-		if IsHedge(context.Background()) {
-			t.Error("IsHedge(Background) = true")
+		if _, ok := AttemptFrom(context.Background()); ok {
+			t.Error("AttemptFrom(Background) found an attempt")
 		}
 	})
 }

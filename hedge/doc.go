@@ -15,7 +15,7 @@
 //
 // The contract:
 //   - Every hedge goes to a target the operation has not used yet, where
-//     one is left, and is marked (HedgeHeader, IsHedge).
+//     one is left, and is marked (HedgeHeader; Attempt.IsHedge).
 //   - The winner is the first acceptable result; an error or a refused
 //     result is never a winner. Over HTTP a response is acceptable when its
 //     body was read in full within the size limit and its status is below

@@ -29,7 +29,7 @@ func Example() {
 				<-ctx.Done()
 				return "", ctx.Err()
 			}
-			return fmt.Sprintf("answer from target %d (hedge: %v)", a.Target, hedge.IsHedge(ctx)), nil
+			return fmt.Sprintf("answer from target %d (hedge: %v)", a.Target, a.IsHedge()), nil
 		},
 		// The receipt comes once the loser's fate is known, possibly after
 		// Do has returned.
