@@ -10,12 +10,20 @@ import (
 
 // This file: the rebalancing round. Loads are decayed read counts (a steady
 // rate r reads as r × Window). The rebalancer acts on a model, not on what
-// replicas served: a partition's reads, its hot keys' taken out, split
-// evenly over its owners, and each hot key's over its replicas. The model
-// follows a move at once, where a served rate would lag it by a Window and
-// invite a second move for the same excess.
+// replicas served: a partition's reads, its hot keys' taken out, on its
+// home (its first owner, where its keys' primaries go), and each hot key's
+// split evenly over its replicas. The model follows a move at once, where
+// a served rate would lag it by a Window and invite a second move for the
+// same excess.
+//
+// A move hands a partition's home to another replica: to one of its other
+// owners (the two swap places, so the old home stays an owner and takes
+// hedges), or to a replica outside them (which takes the old home's
+// place). Either way the partition's keys stay warm in one cache, the new
+// home's, once it has read them: the load bound is kept by where homes
+// are, not by splitting a key's primaries between caches.
 
-// Move is one partition moved from one owner to another.
+// Move is one partition's home moved from one replica to another.
 type Move struct {
 	Partition int       `json:"partition"`
 	From      string    `json:"from"`
@@ -77,8 +85,10 @@ func (t *Table) fold(now time.Time) {
 }
 
 // model sets t.loads, each member's load under the assignment in force,
-// and returns each partition's load less its hot keys'. Called with mu
-// held.
+// and returns each partition's load less its hot keys'. A partition's
+// reads are its home's: the other owners take only its hedges, which the
+// model leaves out (a budgeted few percent, and they follow the slow reads
+// rather than the keys). Called with mu held.
 func (t *Table) model() []float64 {
 	nonHot := slices.Clone(t.partLoad)
 	for _, h := range t.hot {
@@ -86,10 +96,7 @@ func (t *Table) model() []float64 {
 	}
 	clear(t.loads)
 	for p, l := range nonHot {
-		share := l / float64(t.r)
-		for _, m := range t.owners(p) {
-			t.loads[m] += share
-		}
+		t.loads[t.owners(p)[0]] += l
 	}
 	for _, h := range t.hot {
 		share := h.count / float64(len(h.replicas))
@@ -105,7 +112,7 @@ func (t *Table) model() []float64 {
 func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 	n := len(t.members)
 	switch {
-	case t.cfg.MovesPerRound < 0, t.r >= n: // off, or every replica owns everything
+	case t.cfg.MovesPerRound < 0, n < 2: // off, or nowhere to move to
 		return nil
 	case now.Sub(t.first) < t.cfg.Window: // the loads do not cover a window yet
 		return nil
@@ -136,10 +143,16 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 		if !ok {
 			break
 		}
-		reason := fmt.Sprintf("replica %s load %.2f× mean, above the bound %.2f×: partition %d (%.2f× mean per owner) to %s at %.2f× mean",
-			t.members[x], t.loads[x]/mean, t.cfg.LoadBound, p, share/mean, t.members[y], t.loads[y]/mean)
 		own := t.owners(p)
-		own[slices.Index(own, int32(x))] = y
+		how := "its home to " + t.members[y]
+		if k := slices.Index(own, y); k > 0 {
+			// y owns p already (it took p's hedges): the two swap places.
+			own[k] = int32(x)
+			how = "its home to its owner " + t.members[y]
+		}
+		own[0] = y
+		reason := fmt.Sprintf("replica %s load %.2f× mean, above the bound %.2f×: partition %d (%.2f× mean) %s at %.2f× mean",
+			t.members[x], t.loads[x]/mean, t.cfg.LoadBound, p, share/mean, how, t.loads[y]/mean)
 		t.loads[x] -= share
 		t.loads[y] += share
 		moves = append(moves, Move{Partition: p, From: t.members[x], To: t.members[y], Reason: reason, At: now})
@@ -154,11 +167,11 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 }
 
 // bestMove chooses the move that takes the most of x's excess over bound
-// with one partition: the receivers are tried least loaded first, and for
-// the first that can take any of x's partitions without going above the
-// bound, the partition taking the most excess wins (the smallest of those
-// that take all of it, so the receiver gets no more than needed; then the
-// lowest number). Called with mu held.
+// with one partition x is the home of: the receivers are tried least
+// loaded first, and for the first that can take any of them without going
+// above the bound, the partition taking the most excess wins (the smallest
+// of those that take all of it, so the receiver gets no more than needed;
+// then the lowest number). Called with mu held.
 func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
 	type cand struct {
 		p     int
@@ -166,7 +179,7 @@ func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int
 	}
 	var cands []cand
 	for q := 0; q < t.parts; q++ {
-		if s := nonHot[q] / float64(t.r); s > 0 && slices.Contains(t.owners(q), x) {
+		if s := nonHot[q]; s > 0 && t.owners(q)[0] == x {
 			cands = append(cands, cand{q, s})
 		}
 	}
@@ -187,7 +200,7 @@ func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int
 		}
 		best, bestTaken, bestShare := -1, 0.0, 0.0
 		for _, c := range cands {
-			if c.share > room || slices.Contains(t.owners(c.p), r) {
+			if c.share > room {
 				continue
 			}
 			taken := min(c.share, excess)

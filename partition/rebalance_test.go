@@ -191,3 +191,54 @@ func TestMembershipKeepsOrDropsMoves(t *testing.T) {
 		t.Errorf("snapshot counts %d moved partitions, want 0", s.Moved)
 	}
 }
+
+// A partition's reads are its home's: with two owners, the model gives the
+// home all of them (not half), and a move hands the home to the other
+// owner when it is the least loaded, the old home staying an owner.
+func TestRebalanceHandsHomeToAnotherOwner(t *testing.T) {
+	tab := mustNew(t, names(2), Config{PartitionsPerReplica: 4, HotKeys: -1})
+	// r0 is the home of its partitions' 52 reads, r1 of 20: mean 36, bound
+	// 45. Split over both owners, each would carry 36 and nothing move.
+	moves := withLoads(t, tab, [][]float64{{30, 12, 10}, {20}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	m := moves[0]
+	if m.From != names(2)[0] || m.To != names(2)[1] || !strings.Contains(m.Reason, "its home to its owner "+names(2)[1]) {
+		t.Errorf("move %+v, want r0's home to its owner r1", m)
+	}
+	// 12 and 10 take all of the excess of 7 (30 would push r1 over the
+	// bound): the smaller.
+	if got := tab.partLoad[m.Partition] * math.E; math.Abs(got-10) > 1e-9 {
+		t.Errorf("moved partition of load %v, want 10", got)
+	}
+	if got := tab.OwnersAt(keyOf(t, tab, m.Partition), t0).Replicas; !slices.Equal(got, []string{names(2)[1], names(2)[0]}) {
+		t.Errorf("owners after the move %v, want [r1 r0]", got)
+	}
+	s := tab.Snapshot()
+	if want := 42 / math.E / DefaultWindow.Seconds(); math.Abs(s.Replicas[0].Load-want) > 1e-9 || s.Moved != 1 {
+		t.Errorf("r0's model load %v/s, moved %d; want %v (42/e per window), 1", s.Replicas[0].Load, s.Moved, want)
+	}
+}
+
+// A move to a replica outside the owners makes it the home, in the old
+// home's place.
+func TestRebalanceHandsHomeOutsideTheOwners(t *testing.T) {
+	tab := mustNew(t, names(3), Config{PartitionsPerReplica: 4, HotKeys: -1})
+	moves := withLoads(t, tab, [][]float64{{50, 30, 10, 5}, {40}, {30}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	m := moves[0]
+	before := tab.base[m.Partition*tab.r : (m.Partition+1)*tab.r]
+	after := tab.owners(m.Partition)
+	want := slices.Clone(before)
+	if k := slices.Index(before, 2); k > 0 {
+		want[0], want[k] = 2, 0 // r2 owned it: a swap
+	} else {
+		want[0] = 2
+	}
+	if m.From != names(3)[0] || m.To != names(3)[2] || !slices.Equal(after, want) {
+		t.Errorf("move %+v: owners %v → %v, want %v", m, before, after, want)
+	}
+}

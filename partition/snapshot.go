@@ -13,7 +13,8 @@ type Snapshot struct {
 	Owners     int `json:"owners"` // R in force: Config.Owners, or fewer replicas
 	// Replicas are the members, in the order last given.
 	Replicas []ReplicaLoad `json:"replicas"`
-	// Assignment lists each partition's owners in force, best first.
+	// Assignment lists each partition's owners in force, best first: the
+	// first is its home, where its keys' primaries go.
 	Assignment [][]string `json:"assignment"`
 	// Moved counts the partitions whose owners differ from what rendezvous
 	// hashing gives: the rebalancer's standing overrides.
@@ -35,8 +36,8 @@ type Snapshot struct {
 type ReplicaLoad struct {
 	Name       string  `json:"name"`
 	Partitions int     `json:"partitions"` // partitions it owns
-	Primaries  int     `json:"primaries"`  // partitions it owns first
-	Load       float64 `json:"load"`       // reads/s the assignment gives it (the model)
+	Primaries  int     `json:"primaries"`  // partitions it is the home of (owns first)
+	Load       float64 `json:"load"`       // reads/s the assignment gives it (the model: its homes' reads, its share of hot keys')
 	Served     float64 `json:"served"`     // reads/s RecordAt counted for it
 }
 

@@ -67,10 +67,13 @@ type Owners struct {
 	// Partition is the key's partition, in [0, P).
 	Partition int
 	// Replicas are the partition's owners (R of them, fewer if there are
-	// fewer replicas), or a hot key's K replicas, owners first. The slice
-	// is shared: do not modify it.
+	// fewer replicas), its home first, or a hot key's K replicas, owners
+	// first. The slice is shared: do not modify it.
 	Replicas []string
-	// Hot is true when the key is hot and Replicas is its wider set.
+	// Hot is true when the key is hot and Replicas is its wider set, over
+	// which its reads spread. Otherwise Replicas[0] is the key's home:
+	// its primaries go there while it admits them; the other owners take
+	// its hedges, and its primaries only when the home admits none.
 	Hot bool
 }
 
