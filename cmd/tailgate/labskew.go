@@ -57,6 +57,7 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	cooldown := fs.Duration("cooldown", d.Partitions.Cooldown, "least time between rebalancing rounds that move partitions (the gateway's default is 5s)")
 	every := fs.Duration("rebalance-every", d.RebalanceEvery, "how often a rebalancing round runs (up to 10s; the gateway's default is 1s)")
 	timeout := fs.Duration("timeout", d.Timeout, "bound on each read, hedges included (100ms to 1m)")
+	inflight := fs.Float64("inflight-bound", 0, "micro-partitions: judge a key's home per read, as HAProxy's hash-balance-factor: its primary goes to another owner when the home would have more than this × the mean attempts in flight per replica (0, the default and the gateway's way: the home whenever it admits one; else within (1, 10])")
 	sd := skew.SimDefaults()
 	simulate := fs.Bool("simulate", false, fmt.Sprintf("simulate the placements (no hedging) for -replicas virtual replicas instead (default %d replicas, %d keys, a window of %v and a cooldown of %v of virtual time)",
 		sd.Replicas, sd.Keys, sd.Partitions.Window, sd.Partitions.Cooldown))
@@ -77,6 +78,9 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	}
 	parts := partition.Config{PartitionsPerReplica: *perReplica, Owners: *owners, LoadBound: *bound, HotKeys: *hotKeys, HotReplicas: *hotReplicas,
 		Window: *window, Cooldown: *cooldown}
+	if *simulate && set["inflight-bound"] {
+		return usageError(stderr, name, errors.New("-inflight-bound applies to loopback runs, not -simulate"))
+	}
 	if *simulate {
 		cfg := skew.SimConfig{Workers: *workers, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss, Load: *loadShare,
 			Requests: *simRequests, Partitions: parts, RebalanceEvery: *every, Seed: o.seed, Progress: progress(stderr, "skew")}
@@ -115,7 +119,7 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 		return usageError(stderr, name, errors.New("-sim-requests needs -simulate"))
 	}
 	cfg := skew.Config{Replicas: *replicas, Workers: *workers, Keys: *keys, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss,
-		Load: *loadShare, Warmup: *warmup, Duration: *duration, Exponents: []float64{}, RebalanceEvery: *every, Timeout: *timeout, Seed: o.seed,
+		Load: *loadShare, Warmup: *warmup, Duration: *duration, Exponents: []float64{}, RebalanceEvery: *every, Timeout: *timeout, InFlightBound: *inflight, Seed: o.seed,
 		Partitions: parts, Progress: progress(stderr, "skew")}
 	if *warmup == 0 { // on the command line 0 means none; in a Config, the default
 		cfg.Warmup = skew.NoWarmup

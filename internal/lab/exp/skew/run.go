@@ -123,7 +123,7 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent, rate
 	var fixtures []*fixture.Fixture
 	defer func() { fixture.CloseAll(fixtures) }()
 	r := &router{pol: pol, names: s.ReplicaNames, index: map[string]int{}, attempts: make([]atomic.Int32, len(keys)),
-		suppressed: make([]hedge.Suppressions, len(keys))}
+		suppressed: make([]hedge.Suppressions, len(keys)), bound: cfg.InFlightBound}
 	for i, name := range s.ReplicaNames {
 		f, err := fixture.Start(fixture.Config{Name: name, Seed: s.Seed*1_000_003 + uint64(i), Capacity: cfg.Workers, Middleware: arr.wrap(i),
 			Cache: &fixture.Cache{Keys: cfg.CacheKeys, Hit: fixture.Constant(cfg.Hit), Miss: fixture.Constant(cfg.Miss)}})

@@ -268,10 +268,15 @@ func (p *simPlacement) Candidates(key int, now time.Duration) []int {
 		p.one = append(p.one[:0], modOf(p.name(key), p.n))
 		return p.one
 	case micro:
+		// A key's home serves it, as in the gateway; a hot key's
+		// replicas share it.
 		o := p.table.OwnersAt(p.name(key), p.epoch.Add(now))
 		p.one = p.one[:0]
 		for _, r := range o.Replicas {
 			p.one = append(p.one, p.index[r])
+			if !o.Hot {
+				break
+			}
 		}
 		return p.one
 	}
@@ -307,7 +312,7 @@ func (r *SimReport) Section() report.Section {
 		Text: fmt.Sprintf("The skew experiment's placements against %d virtual cache servers (an LRU of %d keys, %g ms a hit, %g ms a miss, %d workers each), "+
 			"%d reads of %d keys of Zipf popularity with exponent %g (the hottest key draws %.1f%% of them, %.0f× a replica's mean share) at %.0f reads/s (%g of the tier's capacity at its planned hit ratio %.3f), "+
 			"in virtual time: no sockets, no hedging; the first third warms the caches and the tables and is not measured. "+
-			"A read goes to the replica with less work queued of two of its key's replicas drawn at random. "+
+			"A read goes to its key's one replica (under micro-partitions, its partition's home), or to the one with less work queued of two of a key's replicas drawn at random (no affinity; a hot key). "+
 			"Partition tables: %d partitions a replica, %d owners, load bound %g, %d moves a round at most, window %.0f ms, cooldown %.0f ms, a round every %.0f ms of virtual time; up to %d hot keys over %d replicas.",
 			c.Replicas, c.CacheKeys, c.HitMs, c.MissMs, c.Workers, c.Requests, c.Keys, c.Exponent, 100*c.TopKeyShare, c.TopKeyShare*float64(c.Replicas),
 			c.Rate, c.Load, c.PlannedHitRatio, c.Partitions.PartitionsPerReplica, c.Partitions.Owners, c.Partitions.LoadBound, c.Partitions.MovesPerRound,

@@ -52,6 +52,7 @@ func TestConfigRejects(t *testing.T) {
 		"exponents":       func(c *Config) { c.Exponents = []float64{1, 4} },
 		"rebalance-every": func(c *Config) { c.RebalanceEvery = time.Minute },
 		"timeout":         func(c *Config) { c.Timeout = time.Millisecond },
+		"inflight-bound":  func(c *Config) { c.InFlightBound = 0.5 },
 	} {
 		cfg := Config{}.withDefaults()
 		mod(&cfg)
@@ -177,6 +178,33 @@ func TestRoutingMicroPartitionsStaysWithOwners(t *testing.T) {
 	}
 	if len(seen) < 4 {
 		t.Errorf("without affinity one key's primaries went to %d replicas only", len(seen))
+	}
+}
+
+// Under micro-partitions a key's primaries go to its home, its
+// partition's first owner, however loaded; with an in-flight bound, a
+// home past it sends them to another owner.
+func TestRoutingMicroPartitionsSendsPrimariesHome(t *testing.T) {
+	r := newTestRouter(t, Policy{Name: Micro, placement: micro, hedging: true}, 4)
+	key := keyName(3, 0)
+	owners := r.table.OwnersAt(key, time.Now()).Replicas
+	home := r.index[owners[0]]
+	var held []replica.Ticket
+	for range 6 { // the home busy with six reads, the others idle
+		_, t, _ := r.set.Pick(time.Now(), replica.Attempt{Role: replica.Primary, Among: []int{home}})
+		held = append(held, t)
+	}
+	for range 20 {
+		if p, _ := pickBoth(t, r, key); p != home {
+			t.Fatalf("primary %s, want the home %s of %v", r.names[p], owners[0], owners)
+		}
+	}
+	r.bound = 1.25
+	if p, _ := pickBoth(t, r, key); p == home || !slices.Contains(owners, r.names[p]) {
+		t.Fatalf("with an in-flight bound, primary %s; want another owner than the busy home, of %v", r.names[p], owners)
+	}
+	for _, tk := range held {
+		r.set.Done(tk, replica.Success, time.Now())
 	}
 }
 
