@@ -202,6 +202,8 @@ func drive(args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 6*time.Second, "the measurement")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on each read")
 	header := fs.Bool("header", false, "print the table's header first")
+	rate := fs.Float64("rate", 0, "offered reads/s (0: -load of the tier's capacity)")
+	reads := fs.Int("reads", 0, "reads of the whole run, warm-up included, at the offered rate: sets -duration (0: -duration)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,14 +216,29 @@ func drive(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *warmup < 0 || *duration < time.Second || *duration > 5*time.Minute || *warmup > 5*time.Minute {
-		return fmt.Errorf("-warmup %v and -duration %v: want 0 <= warmup <= 5m, 1s <= duration <= 5m", *warmup, *duration)
-	}
 	tier, err := skew.PlanTier(len(reps), t.workers, t.keys, t.cacheKeys, t.exponent, t.hit, t.miss, t.load)
 	if err != nil {
 		return err
 	}
+	if *rate < 0 || *rate > skew.MaxRate || *reads < 0 || *reads > skew.MaxReads {
+		return fmt.Errorf("-rate %v and -reads %d: want 0 <= rate <= %d, 0 <= reads <= %d", *rate, *reads, skew.MaxRate, skew.MaxReads)
+	}
+	if *rate > 0 {
+		tier.Rate = *rate
+		t.load = *rate / tier.CapacityPerSec
+	}
+	if *reads > 0 {
+		// The run's arrivals at the rate, warm-up included, take about
+		// reads/rate: the measured span is the rest.
+		*duration = time.Duration(float64(*reads)/tier.Rate*float64(time.Second)) - *warmup
+	}
+	if *warmup < 0 || *duration < time.Second || *duration > 5*time.Minute || *warmup > 5*time.Minute {
+		return fmt.Errorf("-warmup %v and -duration %v: want 0 <= warmup <= 5m, 1s <= duration <= 5m", *warmup, *duration)
+	}
 	offer := skew.Arrivals(tier.Rate, *warmup+*duration, t.seed)
+	if *reads > 0 {
+		offer.Requests = *reads // exactly, though Poisson arrivals at the rate take about as long
+	}
 	offer.Concurrency = int(tier.Rate*timeout.Seconds()) + 100
 	keys, err := skew.Keys(t.keys, t.exponent, offer.Requests, t.seed)
 	if err != nil {
@@ -289,8 +306,8 @@ func drive(args []string, stdout, stderr io.Writer) error {
 		row[7], row[8] = strconv.FormatUint(p.MovesTotal, 10), strconv.Itoa(len(p.HotKeys))
 	}
 	if *header {
-		fmt.Fprintf(stdout, "%d cache replicas (%d workers, an LRU of %d keys, hit %v, miss %v), %d keys Zipf %g: %.0f reads/s (%g of %.0f), %v warm-up, %v measured\n",
-			len(reps), t.workers, t.cacheKeys, t.hit, t.miss, t.keys, t.exponent, tier.Rate, t.load, tier.CapacityPerSec, *warmup, *duration)
+		fmt.Fprintf(stdout, "%d cache replicas (%d workers, an LRU of %d keys, hit %v, miss %v), %d keys Zipf %g: %.0f reads/s (%.2f of %.0f), %d reads: %v warm-up, %v measured\n",
+			len(reps), t.workers, t.cacheKeys, t.hit, t.miss, t.keys, t.exponent, tier.Rate, t.load, tier.CapacityPerSec, offer.Requests, *warmup, duration.Round(time.Millisecond))
 		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %5s\n", "proxy", "hit ratio", "load max", "p50 ms", "p99 ms", "failed", "attempts", "moves", "hot")
 		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %5s\n", "", "", "/mean", "", "", "", "/read", "", "keys")
 	}
