@@ -18,9 +18,11 @@
 # read's scheduled time; a read that failed counts as infinitely slow),
 # attempts per read as the replicas saw them (1 plus hedges), and for
 # tailgate the partitions moved and the hot keys (its /debug/partitions;
-# the first gateway's for three). The host's load (uptime) is printed with
-# each table: the machine is shared. About 2.5 minutes with the build;
-# everything on 127.0.0.1, processes stopped at the end (or on interrupt).
+# each gateway's for three, and the partitions whose home is not the same
+# in all three: keys warm in more than one cache). The host's load
+# (uptime) is printed with each table: the machine is shared. About 2.5
+# minutes with the build; everything on 127.0.0.1, processes stopped at
+# the end (or on interrupt). SKEW_KEEP=1 keeps the proxies' logs.
 #
 #   bench/skew.sh
 #
@@ -149,7 +151,7 @@ row() {
 			waitfor "http://$(gw "$j")/item?id=0&key=warm-check"
 		done
 		haproxy_up roundrobin "$(gw 1),$(gw 2),$(gw 3)"
-		parts=(-partitions "http://$(admin 1)/debug/partitions") ;;
+		parts=(-partitions "http://$(admin 1)/debug/partitions,http://$(admin 2)/debug/partitions,http://$(admin 3)/debug/partitions") ;;
 	*)
 		echo "unknown row $name" >&2
 		return 1 ;;

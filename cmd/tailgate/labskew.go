@@ -21,9 +21,10 @@ the rest queue) read for -keys keys of Zipf popularity (-exponent) at -load of
 the tier's capacity, through four policies on the same arrivals, each hedged
 (the hedge engine's default policy, the hedge to another of the key's
 replicas) and not: no affinity (power of two choices over every replica,
-today's gateway), one partition per replica (hash mod N), micro-partitions
-(package partition, rebalancing on) and micro-partitions + selective
-replication (hot keys over more replicas). One JSON line per policy (p50/p99/
+today's gateway without a key), one partition per replica (hash mod N),
+micro-partitions (package partition, rebalancing on: a key's primaries to its
+partition's home, as the gateway's affinity mode) and micro-partitions +
+selective replication (hot keys over more replicas). One JSON line per policy (p50/p99/
 p99.9, hit ratio, load max/mean, partitions moved, hot keys, attempts per
 read), then one per run of the -exponents sweep (hedged policies) and one per
 goal of issue 14; -html plots the load per replica over time and p99 against
@@ -49,8 +50,8 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	}
 	exponents := fs.String("exponents", strings.Join(sweep, ","), fmt.Sprintf(`Zipf exponents of the p99-against-skew sweep, hedged policies only ("" for none; at most %d)`, skew.MaxExponents))
 	perReplica := fs.Int("partitions-per-replica", 0, fmt.Sprintf("micro-partitions per replica (default %d)", partition.DefaultPartitionsPerReplica))
-	owners := fs.Int("owners", 0, fmt.Sprintf("owners per partition: where a key's primary and hedge go (default %d)", partition.DefaultOwners))
-	bound := fs.Float64("load-bound", 0, fmt.Sprintf("a replica above this × the mean load sheds partitions (default %g; > 1)", partition.DefaultLoadBound))
+	owners := fs.Int("owners", 0, fmt.Sprintf("owners per partition: the first, its home, takes a key's primaries, the others its hedges (default %d)", partition.DefaultOwners))
+	bound := fs.Float64("load-bound", 0, fmt.Sprintf("a replica above this × the mean load hands partitions' homes to others (default %g; > 1)", partition.DefaultLoadBound))
 	hotKeys := fs.Int("hot-keys", 0, fmt.Sprintf("most keys replicated at once (default %d)", partition.DefaultHotKeys))
 	hotReplicas := fs.Int("hot-replicas", 0, fmt.Sprintf("replicas a hot key's reads spread over (default %d)", partition.DefaultHotReplicas))
 	window := fs.Duration("window", d.Partitions.Window, "time constant of the partition table's load estimates (the gateway's default is 10s)")
