@@ -30,7 +30,8 @@
 # 1500"), SKEW_READS (10000), SKEW_WARMUP (2s), SKEW_SEED (1), SKEW_ROWS
 # (which rows, default "haproxy-roundrobin haproxy haproxy-bounded
 # tailgate-affinity tailgate-affinity-3"; also "tailgate", tailgate serve
-# without affinity). The tier: SKEW_REPLICAS (4), SKEW_WORKERS (4),
+# without affinity, and "tailgate-affinity-nohedge", affinity mode without
+# hedging). The tier: SKEW_REPLICAS (4), SKEW_WORKERS (4),
 # SKEW_CACHE_KEYS (2000), SKEW_KEYS (50000), SKEW_HIT (1ms), SKEW_MISS
 # (15ms), SKEW_EXPONENT (1.1). Needs Go, bash and haproxy (apt-get install
 # haproxy).
@@ -143,6 +144,10 @@ row() {
 	tailgate-affinity)
 		label="tailgate serve -affinity-key query:key"
 		tailgate_up 1 "$FRONT" -affinity-key query:key
+		parts=(-partitions "http://$(admin 1)/debug/partitions") ;;
+	tailgate-affinity-nohedge)
+		label="... -attempts-per-request 1 (no hedging)"
+		tailgate_up 1 "$FRONT" -affinity-key query:key -attempts-per-request 1
 		parts=(-partitions "http://$(admin 1)/debug/partitions") ;;
 	tailgate-affinity-3)
 		label="3 such gateways behind haproxy roundrobin"

@@ -21,7 +21,8 @@
 //   - RebalanceAt is one round: loads are decayed read counts (time
 //     constant Window), a partition's on its home; a replica above
 //     LoadBound × the mean model load hands the homes of its partitions to
-//     others, at most MovesPerRound per round, rounds that move at least
+//     others, down to halfway between the mean and the bound where it can
+//     (hysteresis), at most MovesPerRound per round, rounds that move at least
 //     Cooldown apart, and none in the first Window. Every move is returned
 //     and listed in the Snapshot with its reason. The load bound is judged
 //     here, on where homes are, and not per read: a read that overflowed

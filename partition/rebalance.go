@@ -128,6 +128,12 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 		return nil
 	}
 	bound := t.cfg.LoadBound * mean
+	// A replica over the bound sheds down to halfway between the mean and
+	// the bound, to receivers that stay below it too, where such a move
+	// exists: a home's load is all of its partitions' (not a share that
+	// picks between owners even out), and one shed only to the bound
+	// would sit on it, for the noise of a window to put it back over.
+	target := mean + (bound-mean)/2
 	var moves []Move
 	for len(moves) < t.cfg.MovesPerRound {
 		x := 0
@@ -139,9 +145,11 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 		if t.loads[x] <= bound {
 			break
 		}
-		p, y, share, ok := t.bestMove(int32(x), bound, nonHot)
+		p, y, share, ok := t.bestMove(int32(x), target, nonHot)
 		if !ok {
-			break
+			if p, y, share, ok = t.bestMove(int32(x), bound, nonHot); !ok {
+				break
+			}
 		}
 		own := t.owners(p)
 		how := "its home to " + t.members[y]
@@ -166,13 +174,13 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 	return moves
 }
 
-// bestMove chooses the move that takes the most of x's excess over bound
+// bestMove chooses the move that takes the most of x's excess over level
 // with one partition x is the home of: the receivers are tried least
 // loaded first, and for the first that can take any of them without going
-// above the bound, the partition taking the most excess wins (the smallest
-// of those that take all of it, so the receiver gets no more than needed;
+// above level, the partition taking the most excess wins (the smallest of
+// those that take all of it, so the receiver gets no more than needed;
 // then the lowest number). Called with mu held.
-func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
+func (t *Table) bestMove(x int32, level float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
 	type cand struct {
 		p     int
 		share float64
@@ -192,9 +200,9 @@ func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int
 	slices.SortFunc(receivers, func(a, b int32) int {
 		return cmp.Or(cmp.Compare(t.loads[a], t.loads[b]), cmp.Compare(a, b))
 	})
-	excess := t.loads[x] - bound
+	excess := t.loads[x] - level
 	for _, r := range receivers {
-		room := bound - t.loads[r]
+		room := level - t.loads[r]
 		if room <= 0 {
 			break // the rest are loaded more
 		}

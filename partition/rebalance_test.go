@@ -207,17 +207,17 @@ func TestRebalanceHandsHomeToAnotherOwner(t *testing.T) {
 	if m.From != names(2)[0] || m.To != names(2)[1] || !strings.Contains(m.Reason, "its home to its owner "+names(2)[1]) {
 		t.Errorf("move %+v, want r0's home to its owner r1", m)
 	}
-	// 12 and 10 take all of the excess of 7 (30 would push r1 over the
-	// bound): the smaller.
-	if got := tab.partLoad[m.Partition] * math.E; math.Abs(got-10) > 1e-9 {
-		t.Errorf("moved partition of load %v, want 10", got)
+	// r0 sheds down to halfway between the mean and the bound, 40.5: 12
+	// takes all of that excess of 11.5, 10 not, 30 would push r1 over it.
+	if got := tab.partLoad[m.Partition] * math.E; math.Abs(got-12) > 1e-9 {
+		t.Errorf("moved partition of load %v, want 12", got)
 	}
 	if got := tab.OwnersAt(keyOf(t, tab, m.Partition), t0).Replicas; !slices.Equal(got, []string{names(2)[1], names(2)[0]}) {
 		t.Errorf("owners after the move %v, want [r1 r0]", got)
 	}
 	s := tab.Snapshot()
-	if want := 42 / math.E / DefaultWindow.Seconds(); math.Abs(s.Replicas[0].Load-want) > 1e-9 || s.Moved != 1 {
-		t.Errorf("r0's model load %v/s, moved %d; want %v (42/e per window), 1", s.Replicas[0].Load, s.Moved, want)
+	if want := 40 / math.E / DefaultWindow.Seconds(); math.Abs(s.Replicas[0].Load-want) > 1e-9 || s.Moved != 1 {
+		t.Errorf("r0's model load %v/s, moved %d; want %v (40/e per window), 1", s.Replicas[0].Load, s.Moved, want)
 	}
 }
 
@@ -240,5 +240,24 @@ func TestRebalanceHandsHomeOutsideTheOwners(t *testing.T) {
 	}
 	if m.From != names(3)[0] || m.To != names(3)[2] || !slices.Equal(after, want) {
 		t.Errorf("move %+v: owners %v → %v, want %v", m, before, after, want)
+	}
+}
+
+// A replica just over the bound sheds down to halfway between the mean
+// and the bound, not to the bound, where it would sit for the noise of a
+// window to put it back over.
+func TestRebalanceShedsToHalfwayBelowTheBound(t *testing.T) {
+	tab := mustNew(t, names(2), Config{Owners: 1, PartitionsPerReplica: 4, HotKeys: -1})
+	// r0 12, r1 6: mean 9, bound 11.25, halfway 10.125. To the bound, the
+	// partition of 1 would do (r0 at 11); to halfway, the one of 3.
+	moves := withLoads(t, tab, [][]float64{{8, 3, 1}, {6}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	if got := tab.partLoad[moves[0].Partition] * math.E; math.Abs(got-3) > 1e-9 {
+		t.Errorf("moved the partition of load %v, want 3", got)
+	}
+	if s := tab.Snapshot(); math.Abs(s.LoadMaxOverMean-1) > 1e-9 {
+		t.Errorf("model max/mean %v after the move, want 1", s.LoadMaxOverMean)
 	}
 }

@@ -69,6 +69,10 @@ type replicaShare struct {
 	Hits        int64   `json:"hits"`
 	Misses      int64   `json:"misses"`
 	Utilization float64 `json:"utilization"`
+	// Model is the reads/s the partition table's model gave the replica
+	// as the run ended (micro-partitions only): its homes' reads and its
+	// share of hot keys', what the rebalancer keeps within the bound.
+	Model float64 `json:"model,omitempty"`
 }
 
 // finish fills in res from the run's outcomes, the fixtures' counters

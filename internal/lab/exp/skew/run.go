@@ -233,6 +233,9 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent, rate
 	res.finish(cfg, s, outs, marks, fixtures, arr, r)
 	if r.table != nil {
 		snap := r.table.Snapshot()
+		for i := range res.Replicas {
+			res.Replicas[i].Model = exp.Round3(snap.Replicas[i].Load)
+		}
 		res.HotKeys = len(snap.HotKeys)
 		res.PartitionsAway = snap.Moved
 		for _, h := range snap.HotKeys {
