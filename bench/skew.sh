@@ -116,11 +116,14 @@ CFG
 	haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & PIDS+=($!)
 }
 
-# tailgate_up J LISTEN [FLAGS...]: tailgate serve number J on LISTEN.
+# tailgate_up J LISTEN [FLAGS...]: tailgate serve number J on LISTEN. It
+# admits as many reads at once as HAProxy (maxconn 8192): at its default
+# of 128 a stall of the shared host sheds the backlog with 503s, which is
+# admission control, not placement, and HAProxy would queue them.
 tailgate_up() {
 	local j=$1 listen=$2
 	shift 2
-	"$TMP/tailgate" serve -backends "$URLS" -listen "$listen" -admin "$(admin "$j")" -log-level error "$@" 2>"$TMP/tailgate$j.log" & PIDS+=($!)
+	"$TMP/tailgate" serve -backends "$URLS" -listen "$listen" -admin "$(admin "$j")" -log-level error -max-requests 8192 "$@" 2>"$TMP/tailgate$j.log" & PIDS+=($!)
 }
 
 # row NAME RATE HEADER: fresh replicas and the proxy for NAME, then one run.
