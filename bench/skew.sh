@@ -16,8 +16,9 @@
 # rate. One table per rate: the replicas' hit ratio, the most reads one
 # replica received over the mean, the clients' p50 and p99 (from each
 # read's scheduled time; a read that failed counts as infinitely slow),
-# attempts per read as the replicas saw them (1 plus hedges), and for
-# tailgate the partitions moved and the hot keys (its /debug/partitions;
+# attempts per read as the replicas saw them (1 plus hedges; the whole
+# run, every read sent and every arrival), and for tailgate the
+# partitions moved and the hot keys (its /debug/partitions;
 # each gateway's for three, and the partitions whose home is not the same
 # in all three: keys warm in more than one cache). The host's load
 # (uptime) is printed with each table: the machine is shared. About 2.5

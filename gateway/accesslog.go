@@ -6,6 +6,7 @@ import (
 	"math"
 	randv2 "math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -68,6 +69,11 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 			// configuration it was served under, whatever a Reload did.
 			attrs = append(attrs, slog.String("replica", x.rt.pool.backends[x.tally.replica[w]]))
 			hedgeWon = w > 0
+		} else if x.started && (s.reason == reasonClientGone || s.reason == reasonTimeout) {
+			// No answer came, but where the read waited is what an
+			// operator looks for: a client that gave up on a slow
+			// replica, a timeout on a stuck one.
+			attrs = append(attrs, slog.String("replica", x.attempted()))
 		}
 	}
 	attrs = append(attrs,
@@ -79,4 +85,23 @@ func (g *Gateway) logAccess(r *http.Request, took time.Duration, s served) {
 	}
 	attrs = append(attrs, slog.String("client", r.RemoteAddr))
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs...)
+}
+
+// attempted returns the replicas of the read's attempts, the primary's
+// first, comma-separated. Called once RoundTripWith has returned: every
+// attempt that was sent had been picked, and counted in hedges, by then.
+func (x *exchange) attempted() string {
+	var b strings.Builder
+	backends := x.rt.pool.backends
+	for i := 0; i <= int(x.hedges); i++ {
+		r := x.route.Replica(i)
+		if r < 0 || r >= len(backends) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(backends[r])
+	}
+	return b.String()
 }

@@ -145,9 +145,32 @@ func TestAccessLogClientGone(t *testing.T) {
 			g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/x", nil))
 		}()
 		got := accessLines(t, &access)
+		// The replica it waited on, though it did not answer.
 		if len(got) != 1 || got[0]["status"] != 0.0 || got[0]["reason"] != "client_gone" || got[0]["attempts"] != 1.0 ||
-			got[0]["duration"] != "20ms" || got[0]["replica"] != nil {
+			got[0]["duration"] != "20ms" || got[0]["replica"] != "http://a.test" {
 			t.Errorf("lines %v", got)
+		}
+	})
+}
+
+// A read that times out names the replicas it waited on, primary first.
+func TestAccessLogTimeoutNamesReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemReplicas(map[string]time.Duration{"a.test": time.Second, "b.test": time.Second})
+		var access syncBuffer
+		g, err := New(Config{Backends: memBackends[:2], Base: m, AccessLog: jsonLogger(&access), Timeout: 50 * time.Millisecond,
+			DisableProbation: true, Policy: hedge.Policy{Delay: 10 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		getIn(g, "/x")
+		got := accessLines(t, &access)
+		if len(got) != 1 || got[0]["reason"] != "timeout" || got[0]["attempts"] != 2.0 {
+			t.Fatalf("lines %v", got)
+		}
+		if r := got[0]["replica"]; r != "http://a.test,http://b.test" && r != "http://b.test,http://a.test" {
+			t.Errorf("replica %v, want both, primary first", r)
 		}
 	})
 }

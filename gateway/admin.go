@@ -76,7 +76,11 @@ type DebugState struct {
 	// Replicas are the replicas' states; each one's probation (status,
 	// since, reason, latency against its peers', shadows) is under
 	// "probation", absent when probation is off.
-	Replicas  []replica.State `json:"replicas"`
+	Replicas []replica.State `json:"replicas"`
+	// Draining are the replicas a reload or discovery removed whose
+	// attempts are still in flight: they get no new read, and each
+	// leaves the list once its last attempt ends. Absent when none is.
+	Draining  []replica.State `json:"draining,omitempty"`
 	Hedge     HedgeState      `json:"hedge"`
 	InFlight  InFlight        `json:"inFlight"`
 	Probation ProbationState  `json:"probation"`
@@ -191,6 +195,7 @@ func (g *Gateway) Debug(now time.Time) DebugState {
 	d := DebugState{
 		Mode:     ModeHedge,
 		Replicas: v.snapshot(now),
+		Draining: g.leaving.draining(now),
 		Hedge: HedgeState{
 			DelayMs: ms(st.Delay), ExpectedMs: ms(st.Expected), Credits: st.Credits,
 			GateOpen: st.Gate.Open(), WindowRequests: st.Operations, WindowWanted: st.WantedHedges,

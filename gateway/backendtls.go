@@ -7,7 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -37,7 +39,18 @@ type backendTLS struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	cfg  atomic.Pointer[tls.Config] // in force; never changed once stored
 	src  *tls.Config                // the Config.BackendTLS cfg was made from (under the gateway's reloadMu)
+
+	// certless is what is known, by backend address, of backends that
+	// asked for a client certificate when the configuration in force has
+	// none to give (see classify).
+	mu       sync.Mutex
+	certless map[string]certless
 }
+
+// certless is a backend that asked for a client certificate and got
+// none: served says it has answered all the same (it only requests
+// one), so that its failures are not taken for a refusal.
+type certless struct{ served bool }
 
 func newBackendTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), c *tls.Config) *backendTLS {
 	b := &backendTLS{dial: dial}
@@ -54,7 +67,10 @@ func (b *backendTLS) set(c *tls.Config) {
 		return
 	}
 	b.src = c
-	b.cfg.Store(clientTLS(c))
+	b.cfg.Store(b.clientTLS(c))
+	b.mu.Lock()
+	b.certless = nil // learnt afresh under the new configuration
+	b.mu.Unlock()
 }
 
 // clientTLS returns the configuration dialled with for c: a copy (the
@@ -64,7 +80,14 @@ func (b *backendTLS) set(c *tls.Config) {
 // only the expiry and the name of the certificate it was made with, not
 // its chain against the roots in force, so a session from before a
 // change of CA must not carry over.
-func clientTLS(c *tls.Config) *tls.Config {
+//
+// Without a client certificate, it notes which backends ask for one
+// (GetClientCertificate, which then sends none, as crypto/tls would): a
+// backend that requires one refuses the connection after the client's
+// side of a TLS 1.3 handshake is done, so that net/http may report only
+// that the connection died ("broken pipe", "http2: client conn could not
+// be established"), not why; classify says why.
+func (b *backendTLS) clientTLS(c *tls.Config) *tls.Config {
 	if c == nil {
 		c = &tls.Config{}
 	} else {
@@ -76,7 +99,87 @@ func clientTLS(c *tls.Config) *tls.Config {
 	if c.ClientSessionCache == nil {
 		c.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
+	if len(c.Certificates) == 0 && c.GetClientCertificate == nil {
+		c.GetClientCertificate = func(info *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if addr, ok := info.Context().Value(dialAddrKey{}).(string); ok {
+				b.mu.Lock()
+				if b.certless == nil {
+					b.certless = map[string]certless{}
+				}
+				if _, ok := b.certless[addr]; !ok {
+					b.certless[addr] = certless{}
+				}
+				b.mu.Unlock()
+			}
+			return &tls.Certificate{}, nil
+		}
+	}
 	return c
+}
+
+// dialAddrKey carries the address dialled to GetClientCertificate, in the
+// handshake's context.
+type dialAddrKey struct{}
+
+// classify returns err, the failure of a request to the backend at addr
+// with no response, as a clientCertError when that backend asked for a
+// client certificate the configuration has none of, and has never
+// answered without one: the failure is then its refusal, whatever
+// net/http says. Called with served true after an answer, to learn that a
+// backend which asks for a certificate does without.
+func (b *backendTLS) classify(addr string, err error, served bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, asked := b.certless[addr]
+	switch {
+	case !asked || c.served:
+		return err
+	case served:
+		b.certless[addr] = certless{served: true}
+		return err
+	}
+	return &clientCertError{addr: addr, err: err}
+}
+
+// clientCertError is a backend's refusal of a connection without a
+// client certificate.
+type clientCertError struct {
+	addr string
+	err  error
+}
+
+func (e *clientCertError) Error() string {
+	return "the backend at " + e.addr + " asked for a client certificate and none is configured " +
+		"(tailgate serve -backend-cert and -backend-key; Config.BackendTLS), and the connection failed: " + e.err.Error()
+}
+
+func (e *clientCertError) Unwrap() error { return e.err }
+
+// classifying is the backend transport's outermost layer when the gateway
+// dials TLS itself: its failures to reach https:// backends go through
+// backendTLS.classify.
+type classifying struct {
+	http.RoundTripper
+	tls *backendTLS
+}
+
+func (c *classifying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.RoundTripper.RoundTrip(req)
+	if req.URL.Scheme != "https" || (err != nil && req.Context().Err() != nil) {
+		return resp, err // a request cut short is no backend's refusal
+	}
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "443") // as net/http dials it
+	}
+	return resp, c.tls.classify(addr, err, err == nil)
+}
+
+// CloseIdleConnections closes the transport's idle connections.
+func (c *classifying) CloseIdleConnections() {
+	if ci, ok := c.RoundTripper.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 // dialTLS is the backend transport's DialTLSContext: a TCP connection to
@@ -97,7 +200,7 @@ func (b *backendTLS) dialTLS(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	hctx, cancel := context.WithTimeout(ctx, backendHandshakeTimeout)
+	hctx, cancel := context.WithTimeout(context.WithValue(ctx, dialAddrKey{}, addr), backendHandshakeTimeout)
 	defer cancel()
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(hctx); err != nil {
@@ -126,6 +229,7 @@ func (e *handshakeError) Unwrap() error { return e.err }
 // types.
 func tlsFailure(err error) bool {
 	var (
+		cc     *clientCertError
 		hs     *handshakeError
 		verify *tls.CertificateVerificationError
 		record tls.RecordHeaderError
@@ -136,7 +240,7 @@ func tlsFailure(err error) bool {
 		host   x509.HostnameError
 	)
 	switch {
-	case errors.As(err, &hs), errors.As(err, &verify), errors.As(err, &record), errors.As(err, &alert),
+	case errors.As(err, &cc), errors.As(err, &hs), errors.As(err, &verify), errors.As(err, &record), errors.As(err, &alert),
 		errors.As(err, &ua), errors.As(err, &inv), errors.As(err, &host):
 		return true
 	case errors.As(err, &op):

@@ -126,7 +126,15 @@ func (c *CertFiles) load(mode loadMode) (bool, error) {
 	if running {
 		msg = "TLS certificate reloaded: new connections get it"
 	}
-	attrs := []any{"file", c.certFile, "subject", leaf.Subject.String(), "names", strings.Join(leaf.DNSNames, ","), "notAfter", leaf.NotAfter.UTC().Format(time.RFC3339)}
+	// Both kinds of name a client may verify the certificate for: a
+	// gateway reached by address needs an IP SAN, and the log says whether
+	// it has one.
+	ips := make([]string, len(leaf.IPAddresses))
+	for i, ip := range leaf.IPAddresses {
+		ips[i] = ip.String()
+	}
+	attrs := []any{"file", c.certFile, "subject", leaf.Subject.String(), "names", strings.Join(leaf.DNSNames, ","),
+		"ips", strings.Join(ips, ","), "notAfter", leaf.NotAfter.UTC().Format(time.RFC3339)}
 	if now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
 		// Served all the same: what to serve is the operator's choice,
 		// and clients will say what they think of it.

@@ -50,7 +50,7 @@ func TestCertFilesReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	inForce := func() string { got, _ := c.GetCertificate(nil); return got.Leaf.Subject.CommonName }
-	if inForce() != "one" || logs.count(`msg="TLS certificate loaded"`) != 1 {
+	if inForce() != "one" || logs.count(`msg="TLS certificate loaded"`) != 1 || logs.count(`subject="CN=one" names=localhost ips=127.0.0.1 notAfter=`) != 1 {
 		t.Fatalf("in force %q; log:\n%s", inForce(), logs.b.String())
 	}
 	if changed, err := c.Reload(); changed || err != nil {

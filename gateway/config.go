@@ -42,8 +42,8 @@ const (
 // ShadowHeader marks a shadow request: a duplicate of a read already
 // answered, sent to a replica on probation only to measure its latency,
 // its answer discarded. Its value is "1". Replicas may count shadows apart
-// or serve them last.
-const ShadowHeader = "Tailgate-Shadow"
+// or serve them last. The library's Transport marks its shadows the same.
+const ShadowHeader = hedge.ShadowHeader
 
 // Backend protocols.
 const (
@@ -385,16 +385,17 @@ func (c Config) withDefaults() (Config, error) {
 // net/http's Transport for https:// and h2c backends, whose streams it
 // multiplexes.
 func newBase(c Config, tlsDial *backendTLS, onUnsolicited func(h1.Unsolicited)) http.RoundTripper {
-	t := newStdBase(c, tlsDial)
+	std := newStdBase(c, tlsDial)
+	t := &classifying{std, tlsDial} // https:// backends' failures told apart
 	if c.BackendProtocol == ProtocolH2C {
 		return t
 	}
 	h, err := h1.New(h1.Config{
 		Fallback:               t, // https:// backends
 		DialContext:            tlsDial.dial,
-		IdleTimeout:            t.IdleConnTimeout,
-		MaxIdlePerHost:         t.MaxIdleConnsPerHost,
-		MaxResponseHeaderBytes: t.MaxResponseHeaderBytes,
+		IdleTimeout:            std.IdleConnTimeout,
+		MaxIdlePerHost:         std.MaxIdleConnsPerHost,
+		MaxResponseHeaderBytes: std.MaxResponseHeaderBytes,
 		OnUnsolicited:          onUnsolicited,
 	})
 	if err != nil {

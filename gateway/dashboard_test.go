@@ -51,6 +51,11 @@ func exposed(t *testing.T) series {
 				t.Fatal(err)
 			}
 			defer g.Close()
+			// A discovered name, as tailgate serve reports its DNS names:
+			// the tailgate_discovery_* series.
+			g.SetDiscovery(func() []DiscoveryStatus {
+				return []DiscoveryStatus{{Name: "dns+http://replicas.test:8080", Backends: cfg.Backends, Errors: 1}}
+			})
 			for range 3 {
 				if code, body, _ := getIn(g, "/x"); code != http.StatusOK {
 					t.Fatalf("%d %q", code, body)
@@ -78,7 +83,21 @@ func exposed(t *testing.T) series {
 			}
 		})
 	}
+	for name, labels := range binarySeries {
+		out[name] = &family{typ: dto.MetricType_GAUGE, labels: labels}
+	}
 	return out
+}
+
+// binarySeries are the series that tailgate serve adds beside the
+// gateway's, with their labels' values: the client connection limit's
+// (cmd/tailgate's connCollector; TestServeMaxConns reads them from a
+// running serve).
+var binarySeries = map[string]map[string]map[string]bool{
+	"tailgate_client_connections":                 {"state": {"busy": true, "idle": true}},
+	"tailgate_client_connections_max":             {},
+	"tailgate_client_connections_refused_total":   {},
+	"tailgate_client_connections_reclaimed_total": {},
 }
 
 // lookup finds the family a name in a query refers to: itself, or the
@@ -103,10 +122,11 @@ var (
 
 // scrapeLabels are added by Prometheus as it scrapes, not by the gateway;
 // le is a histogram bucket's bound. The values of configLabels depend on
-// the configuration (replica: the backends' URLs).
+// the configuration (replica: the backends' URLs; name: the DNS names of
+// tailgate serve's -backends).
 var (
 	scrapeLabels = []string{"job", "instance", "le"}
-	configLabels = []string{"replica"}
+	configLabels = []string{"replica", "name"}
 )
 
 // checkQueries checks every tailgate_* series that text names, and the
@@ -249,5 +269,46 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
 		t.Errorf("promtool check rules on the dashboard's queries: %v\n%s", err, out)
+	}
+}
+
+// What an operator of the shipped Deployment (replicas found by DNS,
+// -max-conns, https:// backends) needs on the dashboard and in the alerts
+// is there: the discovered names, the connection limit, the 503s at the
+// limits, TLS failures. The alerts' behaviour is promtool's to test
+// (tailgate-rules.test.yml).
+func TestOperationsCoverDiscoveryLimitsAndTLS(t *testing.T) {
+	exprs, _ := dashboardQueries(t)
+	all := strings.Join(exprs, "\n")
+	for _, want := range []string{"tailgate_discovery_replicas", "tailgate_discovery_stale", "tailgate_discovery_errors_total",
+		"tailgate_client_connections{", "tailgate_client_connections_max", "tailgate_client_connections_refused_total",
+		"tailgate_attempt_failures_total", "tailgate_rejections_total"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("%s: no query of %s", dashboardFile, want)
+		}
+	}
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(rulesTestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for alert, series := range map[string]string{
+		"TailgateDiscoveryStale":             "tailgate_discovery_stale",
+		"TailgateDiscoveryNoReplicas":        "tailgate_discovery_replicas",
+		"TailgateClientConnectionsNearLimit": "tailgate_client_connections_max",
+		"TailgateClientConnectionsRefused":   "tailgate_client_connections_refused_total",
+		"TailgateRequestsRejected":           `tailgate_rejections_total{reason=~"max_requests|max_attempts"}`,
+		"TailgateBackendTLSFailing":          `tailgate_attempt_failures_total{reason="tls"}`,
+	} {
+		rule := regexp.MustCompile(`(?s)- alert: ` + alert + `\n(.*?)(\n      - alert:|$)`).FindStringSubmatch(string(rules))
+		if rule == nil || !strings.Contains(rule[1], series) {
+			t.Errorf("%s: no alert %s on %s", rulesFile, alert, series)
+		}
+		if !strings.Contains(string(tests), "alertname: "+alert+"\n") {
+			t.Errorf("%s: no unit test of %s", rulesTestFile, alert)
+		}
 	}
 }

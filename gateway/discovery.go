@@ -73,8 +73,16 @@ var (
 		"1 while a discovered name's last resolution failed or came back empty (its last good set is kept), else 0.", []string{"name"}, nil)
 )
 
+// NewDiscoveryCollector returns a collector of the tailgate_discovery_*
+// series of the names status reports, as a gateway's registry holds them
+// (see SetDiscovery): for a process that reports its names before it has
+// a gateway (tailgate serve, waiting for a name's first records).
+func NewDiscoveryCollector(status func() []DiscoveryStatus) prometheus.Collector {
+	return discoveryCollector{status}
+}
+
 // discoveryCollector reports the discovered names' series at scrape time.
-type discoveryCollector struct{ g *Gateway }
+type discoveryCollector struct{ status func() []DiscoveryStatus }
 
 func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDiscoveryErrors
@@ -83,7 +91,7 @@ func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, d := range c.g.discovered() {
+	for _, d := range c.status() {
 		ch <- prometheus.MustNewConstMetric(descDiscoveryErrors, prometheus.CounterValue, float64(d.Errors), d.Name)
 		ch <- prometheus.MustNewConstMetric(descDiscoveryReplicas, prometheus.GaugeValue, float64(len(d.Backends)), d.Name)
 		ch <- prometheus.MustNewConstMetric(descDiscoveryStale, prometheus.GaugeValue, b2f(d.Stale), d.Name)

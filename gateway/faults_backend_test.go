@@ -546,7 +546,7 @@ func (s *switchingShadows) RoundTrip(r *http.Request) (*http.Response, error) {
 // socket: each shadow fails at once (counted as a failure), its connection
 // closed, and no shadow slot is held, although ShadowTimeout is an hour.
 // Shadows use the gateway's base directly, not the engine, so they need
-// the check of their own (hedge.RefuseStrayUpgrade).
+// the check of their own (internal/upgrade).
 func TestShadowGetting101FailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &switchingShadows{memReplicas: newMemReplicas(map[string]time.Duration{

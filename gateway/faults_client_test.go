@@ -214,7 +214,7 @@ var clientCases = []clientCase{
 	{name: "a longer client Tailgate-Timeout is capped at the gateway's", raw: req("GET /x HTTP/1.1", "Host: h", "Tailgate-Timeout: 1H"),
 		status: 200, by: byBackend, seen: timeoutAtMost(clientTimeout)},
 	{name: "malformed client Tailgate-Timeout is refused, connection kept", raw: req("GET /x HTTP/1.1", "Host: h", "Tailgate-Timeout: soon"),
-		status: 400, by: rejectDeadline},
+		status: 400, by: rejectBadDeadline},
 
 	// Forwarding headers: a client's claims are replaced by what the
 	// gateway saw (see hopOnly).

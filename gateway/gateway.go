@@ -42,6 +42,9 @@ type Gateway struct {
 
 	// draining is set by StartDrain: /readyz answers 503 from then on.
 	draining atomic.Bool
+	// leaving are the replicas a Reload removed, until their attempts
+	// end (see leaving).
+	leaving leaving
 
 	// discovery reports the discovered names' state (SetDiscovery).
 	discovery atomic.Pointer[func() []DiscoveryStatus]
@@ -188,6 +191,10 @@ const (
 	rejectBody     = "body"
 	rejectTarget   = "target"
 	rejectDeadline = "deadline"
+	// rejectBadDeadline is a Tailgate-Timeout that does not parse: the
+	// client's mistake (400), to tell apart from a deadline too short to
+	// meet (504), which is load's.
+	rejectBadDeadline = "bad_deadline"
 )
 
 // served is what serve did with a request, for the metrics and the
@@ -253,7 +260,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 		// refused now rather than sent to replicas that would toil for a
 		// caller already gone.
 		if err != nil {
-			return g.reject(w, rejectDeadline, http.StatusBadRequest, err.Error())
+			return g.reject(w, rejectBadDeadline, http.StatusBadRequest, err.Error())
 		}
 		if d <= 0 {
 			return g.reject(w, rejectDeadline, http.StatusGatewayTimeout, "deadline: "+d.String()+" left, need more than 0s")
@@ -311,7 +318,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 
 	if err != nil {
-		s = g.writeFailure(w, r, rt, client, budget, err)
+		s = g.writeFailure(w, r, rt, client, budget, resp, err)
 	} else {
 		defer resp.Body.Close()
 		s = g.writeResponse(w, r, resp)
@@ -380,18 +387,16 @@ func (g *Gateway) refuseAndClose(w http.ResponseWriter, reason string, code int,
 // writeFailure answers a read that got no acceptable answer: 502 when
 // the replicas failed, 504 when time ran out, nothing when the client
 // left.
-func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route, client context.Context, budget time.Duration, err error) served {
+func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route, client context.Context, budget time.Duration, resp *http.Response, err error) served {
 	if errors.Is(err, hedge.ErrNoTarget) {
 		if ok, n := g.allowLog(logNoReplica); ok {
 			g.log.Warn("no replica available: every circuit breaker is open", "path", r.URL.Path, "suppressed", n)
 		}
 		return writeError(w, http.StatusBadGateway, "no replica available: every circuit breaker is open", reasonNoReplica)
 	}
-	var refused *hedge.RefusedError
-	if errors.As(err, &refused) {
+	if resp != nil {
 		// The last refused answer (a 5xx, a stray 1xx): every attempt
 		// failed.
-		resp := refused.Response
 		resp.Body.Close()
 		err = fmt.Errorf("replica answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		if tied.Dropped(resp) {
@@ -418,7 +423,13 @@ func (g *Gateway) writeFailure(w http.ResponseWriter, r *http.Request, rt *route
 		if ok, n := g.allowLog(logFailed); ok {
 			g.log.Warn("all attempts failed", "path", r.URL.Path, "err", err, "suppressed", n)
 		}
-		return writeError(w, http.StatusBadGateway, "all attempts failed: "+cause(err), reasonFailed)
+		msg := cause(err)
+		if tlsFailure(err) {
+			// Names, certificates and authorities are the backends'
+			// business, not a client's: the log has them (logTLS).
+			msg = "TLS with the backend failed (the gateway's log says why)"
+		}
+		return writeError(w, http.StatusBadGateway, "all attempts failed: "+msg, reasonFailed)
 	}
 }
 

@@ -44,17 +44,17 @@ func newMetrics(g *Gateway) *metrics {
 	m.perRoute = newRouteVecs()
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_rejections_total",
-		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline.",
+		Help: "Client requests refused before any backend attempt, by reason: max_requests, max_attempts, method, body, target, deadline (too little time left: 504), bad_deadline (a malformed Tailgate-Timeout: 400).",
 	}, []string{"reason"})
 	shadows := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_shadow_requests_total",
 		Help: "Shadow requests to replicas on probation (copies of answered reads, answers discarded), by outcome: success, failure, canceled (timed out or shut down), skipped (due, but no free slot).",
 	}, []string{"outcome"})
 	m.shadows = byLabel(shadows, shadowOutcomes)
-	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline})
+	m.rejected = byLabel(m.rejections, []string{rejectRequests, rejectAttempts, rejectMethod, rejectBody, rejectTarget, rejectDeadline, rejectBadDeadline})
 	m.replicaAttempts = newReplicaAttempts()
 	m.perRoute.register(m.registry)
-	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discoveryCollector{g}, m.replicaAttempts.vec, buildInfo())
+	m.registry.MustRegister(m.rejections, shadows, &stateCollector{g: g}, discoveryCollector{g.discovered}, m.replicaAttempts.vec, buildInfo())
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tailgate_attempt_failures_total",
 		Help: "Backend attempts that got no acceptable answer, by reason: status (a 5xx), transport (refused, reset, cut short, malformed), tls (a certificate refused, either way; a failed TLS handshake), upgrade (a 101 to a read that asked for none), headers (header block over the limit), body (body over the limit), timeout (the request's time ran out first; neutral for breakers), unsolicited (a new connection got bytes before its first request: see tailgate_unsolicited_total). Losers cancelled for a winner are not counted.",

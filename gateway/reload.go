@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/partition"
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 // This file: the gateway's configuration in force, and Reload, which
@@ -192,6 +194,9 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 		}
 	}
 	g.states.forget(res.Removed)
+	for _, p := range old.pools {
+		g.leaving.add(p.set, res.Removed, all)
+	}
 	// Other replicas may make the gateway ready, or unready: a change is
 	// logged now rather than when /readyz is next asked.
 	g.observeReady(time.Now())
@@ -242,6 +247,56 @@ func checkRoutes(cfg Config) (map[string]string, error) {
 		}
 	}
 	return windows, nil
+}
+
+// leaving tracks the replicas a Reload removed while their attempts are
+// still out, for /debug/replicas to show them draining: without it a
+// removed replica would vanish from the admin view at once, while reads
+// still wait on it. Each is read through the generation it was removed
+// from, which still holds it (replica.Set.Next: a replica left out is
+// not stopped), and leaves the list once nothing is in flight on it.
+type leaving struct {
+	mu   sync.Mutex
+	reps []leavingReplica
+}
+
+type leavingReplica struct {
+	set *replica.Set // the generation it was removed from
+	i   int          // its index there
+}
+
+// add records the replicas named in removed, members of set; one in
+// backends (back in the new set) is no longer leaving.
+func (l *leaving) add(set *replica.Set, removed, backends []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reps = slices.DeleteFunc(l.reps, func(r leavingReplica) bool {
+		return slices.Contains(backends, r.set.Name(r.i))
+	})
+	for _, name := range removed {
+		if i, ok := set.Index(name); ok {
+			l.reps = append(l.reps, leavingReplica{set, i})
+		}
+	}
+}
+
+// draining returns the state at now of the removed replicas that still
+// have attempts in flight, and forgets those that have none.
+func (l *leaving) draining(now time.Time) []replica.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []replica.State
+	kept := l.reps[:0]
+	for _, r := range l.reps {
+		st := r.set.Snapshot(now)[r.i]
+		if st.InFlight > 0 {
+			out = append(out, st)
+			kept = append(kept, r)
+		}
+	}
+	clear(l.reps[len(kept):]) // let the generations go
+	l.reps = kept
+	return out
 }
 
 // fixedSince returns an error naming what cfg changes of old that cannot

@@ -70,10 +70,21 @@ func TestReloadAddsAndDrainsReplicas(t *testing.T) {
 		if fmt.Sprint(res.Added, res.Removed) != fmt.Sprint([]string{"http://c.test"}, []string{"http://" + primary}) {
 			t.Errorf("reload result %+v, want c added and %s removed", res, primary)
 		}
+		// The admin view shows the replica removed as draining while its
+		// read is in flight, not only the new set.
+		if d := g.Debug(time.Now()).Draining; len(d) != 1 || d[0].Name != "http://"+primary || d[0].InFlight != 1 {
+			t.Errorf("draining while the read is in flight: %+v", d)
+		}
+		if _, body := adminGet(g, "/debug/replicas"); !strings.Contains(body, `"draining": [`) {
+			t.Errorf("/debug/replicas without the draining replica:\n%s", body)
+		}
 		if ans := <-slow; ans.code != 200 {
 			t.Errorf("read in flight across the reload: %d %q", ans.code, ans.body)
 		}
 		synctest.Wait() // the losing attempt's end
+		if d := g.Debug(time.Now()).Draining; len(d) != 0 {
+			t.Errorf("draining once its reads ended: %+v", d)
+		}
 		if _, h, _ := m.counts("c.test"); h != hedgesBefore["c.test"] {
 			t.Error("a read that began before the reload sent its hedge to a replica added by it")
 		}

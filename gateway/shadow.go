@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/upgrade"
 	"github.com/tailgate-dev/tailgate/replica"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -119,7 +120,7 @@ func (g *Gateway) runShadow(v *view, p *pool, req *http.Request, t replica.Ticke
 		// A stray 101's body is the raw connection, which no deadline
 		// watches: read, it would hold the slot (and Close) until the
 		// replica let go.
-		err = hedge.RefuseStrayUpgrade(req, resp)
+		err = upgrade.RefuseStray(req, resp)
 	}
 	if err == nil {
 		// The whole body is the answer, as it is for attempts; past the

@@ -22,9 +22,9 @@ var DefaultNonFatalCodes = []codes.Code{codes.Unavailable}
 // unhedged.
 const MaxMethods = 1024
 
-// ErrInvalidConfig wraps every configuration error of NewClient,
+// ErrInvalid wraps every configuration error of NewClient,
 // NewReplicas and NewServer.
-var ErrInvalidConfig = errors.New("hedgegrpc: invalid config")
+var ErrInvalid = errors.New("hedgegrpc: invalid config")
 
 // Config configures the hedging of unary calls. Methods or Hedgeable must
 // name at least one method: nothing is hedged by default.
@@ -85,11 +85,11 @@ func NewClient(cfg Config) (*Client, error) {
 		onReceipt: cfg.OnReceipt,
 	}
 	if len(cfg.Methods) == 0 && cfg.Hedgeable == nil {
-		return nil, fmt.Errorf("%w: Methods is empty and Hedgeable is nil: no method would be hedged", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Methods is empty and Hedgeable is nil: no method would be hedged", ErrInvalid)
 	}
 	var err error
 	if c.classes, err = hedge.NewClasses(cfg.Policy); err != nil {
-		return nil, fmt.Errorf("%w: Policy: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: Policy: %w", ErrInvalid, err)
 	}
 	nonFatal := cfg.NonFatalCodes
 	if nonFatal == nil {
@@ -97,7 +97,7 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	for _, code := range nonFatal {
 		if code == codes.OK || code > codes.Unauthenticated {
-			return nil, fmt.Errorf("%w: NonFatalCodes: %v is not an error code", ErrInvalidConfig, code)
+			return nil, fmt.Errorf("%w: NonFatalCodes: %v is not an error code", ErrInvalid, code)
 		}
 		c.nonFatal |= 1 << code
 	}
@@ -106,7 +106,7 @@ func NewClient(cfg Config) (*Client, error) {
 			return nil, err
 		}
 		if c.fixed[m] {
-			return nil, fmt.Errorf("%w: Methods: %q listed twice", ErrInvalidConfig, m)
+			return nil, fmt.Errorf("%w: Methods: %q listed twice", ErrInvalid, m)
 		}
 		c.fixed[m] = true
 	}
@@ -116,7 +116,7 @@ func NewClient(cfg Config) (*Client, error) {
 // checkMethod checks the form of a full method name: "/service/method".
 func checkMethod(m string) error {
 	if len(m) < 4 || m[0] != '/' {
-		return fmt.Errorf("%w: Methods: %q is not a full method name (\"/pkg.Service/Method\")", ErrInvalidConfig, m)
+		return fmt.Errorf("%w: Methods: %q is not a full method name (\"/pkg.Service/Method\")", ErrInvalid, m)
 	}
 	slash := 0
 	for i := 1; i < len(m); i++ {
@@ -126,7 +126,7 @@ func checkMethod(m string) error {
 		}
 	}
 	if slash <= 1 || slash == len(m)-1 {
-		return fmt.Errorf("%w: Methods: %q is not a full method name (\"/pkg.Service/Method\")", ErrInvalidConfig, m)
+		return fmt.Errorf("%w: Methods: %q is not a full method name (\"/pkg.Service/Method\")", ErrInvalid, m)
 	}
 	return nil
 }

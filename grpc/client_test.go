@@ -409,8 +409,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Methods: []string{getMethod}, Policy: hedge.Policy{MaxAttempts: 9}}, "Policy"},
 	} {
 		_, err := NewClient(tc.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewClient(%+v) = %v, want an ErrInvalidConfig naming %q", tc.cfg, err, tc.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewClient(%+v) = %v, want an ErrInvalid naming %q", tc.cfg, err, tc.want)
 		}
 	}
 }

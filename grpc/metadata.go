@@ -121,7 +121,7 @@ func hostPort(field, s string) error {
 		bad = bad || n < 1 || n > 65535
 	}
 	if bad {
-		return fmt.Errorf("%w: %s: %q is not a host:port address", ErrInvalidConfig, field, s)
+		return fmt.Errorf("%w: %s: %q is not a host:port address", ErrInvalid, field, s)
 	}
 	return nil
 }

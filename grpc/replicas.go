@@ -107,11 +107,11 @@ type Replicas struct {
 func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
 	r := &Replicas{tied: cfg.Tied, shadowTimeout: cfg.ShadowTimeout}
 	if len(cfg.Targets) == 0 {
-		return nil, fmt.Errorf("%w: Targets is empty", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Targets is empty", ErrInvalid)
 	}
 	for i, t := range cfg.Targets {
 		if t.Conn == nil {
-			return nil, fmt.Errorf("%w: Targets[%d] (%q): Conn is nil", ErrInvalidConfig, i, t.Name)
+			return nil, fmt.Errorf("%w: Targets[%d] (%q): Conn is nil", ErrInvalid, i, t.Name)
 		}
 		if cfg.Tied {
 			if err := hostPort(fmt.Sprintf("Targets[%d].Name", i), t.Name); err != nil {
@@ -123,13 +123,13 @@ func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
 	}
 	set, err := replica.New(r.names, cfg.Replica)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Targets or Replica: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: Targets or Replica: %w", ErrInvalid, err)
 	}
 	r.set = set
 	hc := cfg.Config
 	if cfg.Tied {
 		if len(cfg.Targets) < 2 {
-			return nil, fmt.Errorf("%w: Tied needs at least two Targets, have %d", ErrInvalidConfig, len(cfg.Targets))
+			return nil, fmt.Errorf("%w: Tied needs at least two Targets, have %d", ErrInvalid, len(cfg.Targets))
 		}
 		if hc.Policy, err = tiedPolicy(cfg.TiedDelay, hc.Policy.Observer); err != nil {
 			return nil, err
@@ -148,14 +148,14 @@ func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
 	case r.shadowTimeout == 0:
 		r.shadowTimeout = DefaultShadowTimeout
 	case r.shadowTimeout < 0:
-		return nil, fmt.Errorf("%w: ShadowTimeout: negative %v", ErrInvalidConfig, r.shadowTimeout)
+		return nil, fmt.Errorf("%w: ShadowTimeout: negative %v", ErrInvalid, r.shadowTimeout)
 	}
 	n := cfg.MaxInFlightShadows
 	switch {
 	case n == 0:
 		n = DefaultMaxInFlightShadows
 	case n < 0:
-		return nil, fmt.Errorf("%w: MaxInFlightShadows: negative %d", ErrInvalidConfig, n)
+		return nil, fmt.Errorf("%w: MaxInFlightShadows: negative %d", ErrInvalid, n)
 	}
 	r.slots = make(chan struct{}, n)
 	r.ctx, r.cancel = context.WithCancel(context.Background())

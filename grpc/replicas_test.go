@@ -161,8 +161,8 @@ func TestReplicasConfigErrors(t *testing.T) {
 		{ReplicasConfig{Config: Config{Methods: []string{getMethod}}, Targets: []Target{{Name: "a", Conn: conn}}, MaxInFlightShadows: -1}, "MaxInFlightShadows"},
 	} {
 		_, err := NewReplicas(tc.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewReplicas: %v, want an ErrInvalidConfig naming %q", err, tc.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewReplicas: %v, want an ErrInvalid naming %q", err, tc.want)
 		}
 	}
 }

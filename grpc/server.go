@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/tied"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -101,19 +102,19 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			s.closePeers()
 			return nil, err
 		}
-		u, err := hedge.ParseTarget("http://" + p)
+		u, err := target.Parse("http://" + p)
 		if err != nil {
 			s.closePeers()
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, field, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, field, err)
 		}
 		if s.peers[u.Host] != nil {
 			s.closePeers()
-			return nil, fmt.Errorf("%w: %s: %q listed twice", ErrInvalidConfig, field, p)
+			return nil, fmt.Errorf("%w: %s: %q listed twice", ErrInvalid, field, p)
 		}
 		conn, err := grpc.NewClient(p, cfg.PeerDialOptions...)
 		if err != nil {
 			s.closePeers()
-			return nil, fmt.Errorf("%w: %s: %q: %w", ErrInvalidConfig, field, p, err)
+			return nil, fmt.Errorf("%w: %s: %q: %w", ErrInvalid, field, p, err)
 		}
 		s.peers[u.Host] = conn
 		urls = append(urls, "http://"+p)
@@ -132,7 +133,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	})
 	if err != nil {
 		s.closePeers()
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	s.ts = ts
 	s.h = ts.Handler(http.HandlerFunc(runCall))

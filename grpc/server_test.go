@@ -309,8 +309,8 @@ func TestServerConfigErrors(t *testing.T) {
 		{ServerConfig{Workers: -1}, "negative workers"},
 	} {
 		_, err := NewServer(tc.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewServer(%+v) = %v, want an ErrInvalidConfig naming %q", tc.cfg, err, tc.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewServer(%+v) = %v, want an ErrInvalid naming %q", tc.cfg, err, tc.want)
 		}
 	}
 }

@@ -46,10 +46,10 @@ func NewBudget(fraction, burst float64) (*Budget, error) {
 
 func checkRates(fraction, burst float64) error {
 	if math.IsNaN(fraction) || fraction < 0 || fraction > 1 {
-		return fmt.Errorf("%w: budget fraction %v outside [0, 1]", ErrInvalidPolicy, fraction)
+		return fmt.Errorf("%w: budget fraction %v outside [0, 1]", ErrInvalid, fraction)
 	}
 	if math.IsNaN(burst) || burst < 1 || burst > 1e9 {
-		return fmt.Errorf("%w: budget burst %v outside [1, 1e9]", ErrInvalidPolicy, burst)
+		return fmt.Errorf("%w: budget burst %v outside [1, 1e9]", ErrInvalid, burst)
 	}
 	return nil
 }

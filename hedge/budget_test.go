@@ -108,7 +108,7 @@ func TestBudgetRefundCapped(t *testing.T) {
 
 func TestNewBudgetRejects(t *testing.T) {
 	for _, c := range []struct{ f, b float64 }{{-0.1, 1}, {1.1, 1}, {math.NaN(), 1}, {0.1, 0.5}, {0.1, math.NaN()}, {0.1, 2e9}} {
-		if _, err := NewBudget(c.f, c.b); !errors.Is(err, ErrInvalidPolicy) {
+		if _, err := NewBudget(c.f, c.b); !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewBudget(%v, %v): err %v", c.f, c.b, err)
 		}
 	}

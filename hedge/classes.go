@@ -62,7 +62,7 @@ const (
 
 // NewClasses returns an empty set of classes under p: each class's Hedger
 // is New(p), all sharing p.Budget (a new Budget with the defaults when nil).
-// Errors wrap ErrInvalidPolicy.
+// Errors wrap ErrInvalid.
 func NewClasses(p Policy) (*Classes, error) {
 	p, err := p.withDefaults()
 	if err != nil {
@@ -190,7 +190,7 @@ func (c *Classes) Overflowed() uint64 { return c.over.Load() }
 // Update changes the policy of every class, and of those to come, to p, as
 // Hedger.Update does: each keeps what it has learnt where p allows. p's
 // Budget must be nil or the shared one. It fails, changing nothing, with
-// an error wrapping ErrInvalidPolicy.
+// an error wrapping ErrInvalid.
 func (c *Classes) Update(p Policy) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -246,7 +246,7 @@ func (c *Classes) List() []Class {
 
 // DefaultClass returns r's class as Classes.ForRequest sees it: its
 // method and its path's template, "GET /item/{id}", the path segments
-// that look like identifiers collapsed to "{id}" (see IsIdentifier) and
+// that look like identifiers collapsed to "{id}" (see isIdentifier) and
 // the query ignored. A Transport's Class default.
 func DefaultClass(r *http.Request) string {
 	path := requestPath(r)
@@ -257,7 +257,7 @@ func DefaultClass(r *http.Request) string {
 	n := 0
 	for seg := range segments(path) {
 		b.WriteByte('/')
-		if IsIdentifier(seg) {
+		if isIdentifier(seg) {
 			b.WriteString("{id}")
 		} else {
 			b.WriteString(seg)
@@ -315,7 +315,7 @@ func classKey(method, path string) uint64 {
 	n := 0
 	for seg := range segments(path) {
 		add("/")
-		if IsIdentifier(seg) {
+		if isIdentifier(seg) {
 			add("{id}")
 		} else {
 			add(seg)
@@ -328,12 +328,12 @@ func classKey(method, path string) uint64 {
 	return h
 }
 
-// IsIdentifier reports whether a path segment looks like an identifier,
+// isIdentifier reports whether a path segment looks like an identifier,
 // which a path template collapses: all digits ("42"); a UUID; 16 hex digits
 // or more (a hash, an object id); or 16 characters or more of base64's
 // URL alphabet holding a digit (a token, a key). Other segments, names
 // ("item", "v2", "search"), stay.
-func IsIdentifier(seg string) bool {
+func isIdentifier(seg string) bool {
 	if seg == "" {
 		return false
 	}

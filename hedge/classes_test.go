@@ -53,8 +53,8 @@ func TestIsIdentifier(t *testing.T) {
 		"abcdefghijklmnopqrstuvwxyz": false, // long, but no digit: a name
 		"":                           false,
 	} {
-		if got := IsIdentifier(seg); got != want {
-			t.Errorf("IsIdentifier(%q) = %v", seg, got)
+		if got := isIdentifier(seg); got != want {
+			t.Errorf("isIdentifier(%q) = %v", seg, got)
 		}
 	}
 }

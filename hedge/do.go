@@ -115,7 +115,7 @@ type Op[T any] struct {
 func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 	if op.Call == nil {
 		var zero T
-		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalidPolicy)
+		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalid)
 	}
 	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt}
 	f.op.init(ctx, h, f, op.Steering, op.Targets, op.First)

@@ -670,7 +670,7 @@ func TestConcurrentOperations(t *testing.T) {
 
 func TestDoRejectsNilCall(t *testing.T) {
 	h := mustNew(t, Policy{})
-	if _, err := Do(context.Background(), h, Op[int]{}); !errors.Is(err, ErrInvalidPolicy) {
+	if _, err := Do(context.Background(), h, Op[int]{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("err %v", err)
 	}
 }

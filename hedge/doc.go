@@ -30,9 +30,9 @@
 //   - Hedger.Update and Budget.SetRates change a policy while operations
 //     run: each operation keeps the policy it began with.
 //   - Hedgers, Budgets and Transports are safe for concurrent use. No
-//     goroutine of this package outlives an operation's observation window;
-//     an attempt that ignores cancellation keeps its own goroutine until it
-//     returns.
+//     goroutine of this package outlives an operation's observation window
+//     (a Transport's shadow request, its own 1s); an attempt that ignores
+//     cancellation keeps its own goroutine until it returns.
 //
 // Semantics, defaults and the reasons behind them: docs/library.md.
 // Measurements: docs/performance.md.

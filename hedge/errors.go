@@ -1,6 +1,10 @@
 package hedge
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tailgate-dev/tailgate/internal/upgrade"
+)
 
 // Sentinel errors that callers branch on with errors.Is.
 var (
@@ -11,8 +15,8 @@ var (
 	// ErrUnexpectedUpgrade is an attempt's error when its server switched
 	// protocols (101) although the request asked for no upgrade. Such a
 	// response is no answer to a read, and its body would be the raw
-	// connection: the Transport closes it at once (see RefuseStrayUpgrade).
-	ErrUnexpectedUpgrade = errors.New("hedge: 101 Switching Protocols to a request that asked for no upgrade")
+	// connection: the Transport closes it at once, before any read.
+	ErrUnexpectedUpgrade = upgrade.ErrUnexpected
 
 	// ErrRedirectRefused is returned by clients built with NewClient when a
 	// server answers with a redirect: a hedged read must not wander to an
@@ -35,7 +39,7 @@ var (
 	// Receipt and Observer, never returned by Do: the primary still answers.
 	ErrBudgetExhausted = errors.New("hedge: budget exhausted")
 
-	// ErrInvalidPolicy wraps every configuration error returned by New,
+	// ErrInvalid wraps every configuration error returned by New,
 	// NewBudget, NewTransport and ParseDelay.
-	ErrInvalidPolicy = errors.New("hedge: invalid policy")
+	ErrInvalid = errors.New("hedge: invalid policy")
 )

@@ -263,18 +263,18 @@ func TestGateUnprovenTurns(t *testing.T) {
 	})
 }
 
-// StatsAt evaluates nothing: a time far ahead moves none of the gate's
+// statsAt evaluates nothing: a time far ahead moves none of the gate's
 // clocks. Changes orders states; Since marks opening and shutting only.
 func TestGateStatsAtAndChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var load Load
 		h := mustNew(t, Policy{Gate: Gate{Load: func() Load { return load }}})
-		h.StatsAt(time.Now().Add(time.Hour))
+		h.statsAt(time.Now().Add(time.Hour))
 		load = Load{InUse: 1}
 		time.Sleep(20 * time.Millisecond)
 		st := h.Stats().Gate
 		if st.Shut != GateCapacity || st.Changes != 1 {
-			t.Fatalf("after StatsAt an hour ahead, the limit full: %v, %d changes; want shut for capacity", st, st.Changes)
+			t.Fatalf("after statsAt an hour ahead, the limit full: %v, %d changes; want shut for capacity", st, st.Changes)
 		}
 		shutAt := st.Since
 		load = Load{InUse: 1, Unavailable: 1}

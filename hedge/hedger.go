@@ -39,7 +39,7 @@ type Hedger struct {
 	timers sync.Pool // *delayTimer, stopped
 }
 
-// New returns a Hedger for p, or an error wrapping ErrInvalidPolicy that
+// New returns a Hedger for p, or an error wrapping ErrInvalid that
 // names the first invalid field.
 func New(p Policy) (*Hedger, error) {
 	p, err := p.withDefaults()
@@ -60,7 +60,7 @@ func newHedger(p Policy, late *lateness) *Hedger {
 		late:   late,
 	}
 	if h.obs != nil {
-		f, filtered := h.obs.(EventFilter)
+		f, filtered := h.obs.(eventFilter)
 		for k := EventStart; k <= EventGate; k++ {
 			if !filtered || f.Wants(k) {
 				h.wants |= 1 << k
@@ -113,13 +113,13 @@ type Stats struct {
 func (h *Hedger) Stats() Stats {
 	now := time.Now()
 	h.cur.Load().gate.tick(now)
-	return h.StatsAt(now)
+	return h.statsAt(now)
 }
 
-// StatsAt reports the Hedger's state at now: the gate as last evaluated,
+// statsAt reports the Hedger's state at now: the gate as last evaluated,
 // the counts of the window ending at now. It evaluates nothing, so a time
 // far from the present cannot move the Hedger's clocks.
-func (h *Hedger) StatsAt(now time.Time) Stats {
+func (h *Hedger) statsAt(now time.Time) Stats {
 	delay, expected, _ := h.delays.current(now)
 	g := h.cur.Load().gate
 	t := g.counts.totals(now)

@@ -10,11 +10,11 @@ type Observer interface {
 	Observe(Event)
 }
 
-// EventFilter is an optional interface of an Observer: Wants reports
+// eventFilter is an optional interface of an Observer: Wants reports
 // whether it wants events of a kind. The Hedger asks once, in New; an
 // Observer without it gets every event. Declining EventReceipt spares the
 // building of a Receipt for every operation.
-type EventFilter interface {
+type eventFilter interface {
 	Wants(EventKind) bool
 }
 

@@ -127,26 +127,26 @@ const (
 // naming the first invalid field.
 func (p Policy) withDefaults() (Policy, error) {
 	if p.Delay < 0 {
-		return p, fmt.Errorf("%w: negative delay %v", ErrInvalidPolicy, p.Delay)
+		return p, fmt.Errorf("%w: negative delay %v", ErrInvalid, p.Delay)
 	}
 	if p.Timeout < 0 {
-		return p, fmt.Errorf("%w: negative timeout %v", ErrInvalidPolicy, p.Timeout)
+		return p, fmt.Errorf("%w: negative timeout %v", ErrInvalid, p.Timeout)
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
 	}
 	if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsCap {
-		return p, fmt.Errorf("%w: max attempts %d outside [1, %d]", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsCap)
+		return p, fmt.Errorf("%w: max attempts %d outside [1, %d]", ErrInvalid, p.MaxAttempts, MaxAttemptsCap)
 	}
 	if p.ObserveWindow == 0 {
 		p.ObserveWindow = DefaultObserveWindow
 	}
 	if p.ObserveWindow < 0 || p.ObserveWindow > maxObserveWindow {
-		return p, fmt.Errorf("%w: observe window %v outside (0, %v]", ErrInvalidPolicy, p.ObserveWindow, maxObserveWindow)
+		return p, fmt.Errorf("%w: observe window %v outside (0, %v]", ErrInvalid, p.ObserveWindow, maxObserveWindow)
 	}
 	a := &p.Adaptive
 	if math.IsNaN(a.Quantile) || a.Quantile < 0 || a.Quantile >= 1 {
-		return p, fmt.Errorf("%w: adaptive quantile %v outside (0, 1)", ErrInvalidPolicy, a.Quantile)
+		return p, fmt.Errorf("%w: adaptive quantile %v outside (0, 1)", ErrInvalid, a.Quantile)
 	}
 	if a.Floor == 0 {
 		a.Floor = defaultFloor
@@ -155,45 +155,45 @@ func (p Policy) withDefaults() (Policy, error) {
 		a.Ceiling = defaultCeiling
 	}
 	if a.Floor < 0 || a.Ceiling < a.Floor {
-		return p, fmt.Errorf("%w: adaptive floor %v and ceiling %v out of order", ErrInvalidPolicy, a.Floor, a.Ceiling)
+		return p, fmt.Errorf("%w: adaptive floor %v and ceiling %v out of order", ErrInvalid, a.Floor, a.Ceiling)
 	}
 	if a.MinSamples == 0 {
 		a.MinSamples = defaultMinSamples
 	}
 	if a.MinSamples < 0 {
-		return p, fmt.Errorf("%w: negative adaptive min samples %d", ErrInvalidPolicy, a.MinSamples)
+		return p, fmt.Errorf("%w: negative adaptive min samples %d", ErrInvalid, a.MinSamples)
 	}
 	if a.Warmup == 0 {
 		a.Warmup = defaultWarmup
 	}
 	if a.Warmup < 0 {
-		return p, fmt.Errorf("%w: negative adaptive warm-up delay %v", ErrInvalidPolicy, a.Warmup)
+		return p, fmt.Errorf("%w: negative adaptive warm-up delay %v", ErrInvalid, a.Warmup)
 	}
 	a.Warmup = min(max(a.Warmup, a.Floor), a.Ceiling)
 	if a.Window == 0 {
 		a.Window = defaultWindow
 	}
 	if a.Window < 0 {
-		return p, fmt.Errorf("%w: negative adaptive window %v", ErrInvalidPolicy, a.Window)
+		return p, fmt.Errorf("%w: negative adaptive window %v", ErrInvalid, a.Window)
 	}
 	g := &p.Gate
 	if g.Window == 0 {
 		g.Window = DefaultGateWindow
 	}
 	if g.Window < 0 {
-		return p, fmt.Errorf("%w: negative gate window %v", ErrInvalidPolicy, g.Window)
+		return p, fmt.Errorf("%w: negative gate window %v", ErrInvalid, g.Window)
 	}
 	if g.MinWinRate == 0 {
 		g.MinWinRate = DefaultGateMinWinRate
 	}
 	if math.IsNaN(g.MinWinRate) || g.MinWinRate < 0 || g.MinWinRate > fastWinShare {
-		return p, fmt.Errorf("%w: gate min win rate %v outside (0, %v]", ErrInvalidPolicy, g.MinWinRate, fastWinShare)
+		return p, fmt.Errorf("%w: gate min win rate %v outside (0, %v]", ErrInvalid, g.MinWinRate, fastWinShare)
 	}
 	if g.Slowdown == 0 {
 		g.Slowdown = DefaultGateSlowdown
 	}
 	if math.IsNaN(g.Slowdown) || g.Slowdown < 1 {
-		return p, fmt.Errorf("%w: gate slowdown %v below 1", ErrInvalidPolicy, g.Slowdown)
+		return p, fmt.Errorf("%w: gate slowdown %v below 1", ErrInvalid, g.Slowdown)
 	}
 	if p.Budget == nil {
 		b, err := NewBudget(DefaultBudgetFraction, DefaultBudgetBurst)
@@ -317,16 +317,16 @@ func ParseDelay(s string) (fixed time.Duration, quantile float64, err error) {
 	case strings.HasPrefix(s, "p"):
 		pct, perr := strconv.ParseFloat(s[1:], 64)
 		if perr != nil || math.IsNaN(pct) || pct <= 0 || pct >= 100 || strings.ContainsAny(s[1:], "+-eExXpP_") {
-			return 0, 0, fmt.Errorf("%w: delay %q: percentile must be a number in (0, 100), like p95 or p99.9", ErrInvalidPolicy, s)
+			return 0, 0, fmt.Errorf("%w: delay %q: percentile must be a number in (0, 100), like p95 or p99.9", ErrInvalid, s)
 		}
 		return 0, pct / 100, nil
 	}
 	d, perr := time.ParseDuration(s)
 	if perr != nil {
-		return 0, 0, fmt.Errorf("%w: delay %q: want a duration like 25ms, auto, or a percentile like p95", ErrInvalidPolicy, s)
+		return 0, 0, fmt.Errorf("%w: delay %q: want a duration like 25ms, auto, or a percentile like p95", ErrInvalid, s)
 	}
 	if d <= 0 {
-		return 0, 0, fmt.Errorf("%w: delay %q must be positive", ErrInvalidPolicy, s)
+		return 0, 0, fmt.Errorf("%w: delay %q must be positive", ErrInvalid, s)
 	}
 	return d, 0, nil
 }

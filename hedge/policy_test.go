@@ -51,7 +51,7 @@ func TestPolicyRejects(t *testing.T) {
 		"slowdown NaN":         {Gate: Gate{Slowdown: math.NaN()}},
 	}
 	for name, p := range cases {
-		if _, err := New(p); !errors.Is(err, ErrInvalidPolicy) {
+		if _, err := New(p); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err %v", name, err)
 		}
 	}
@@ -77,7 +77,7 @@ func TestParseDelay(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", "0", "-5ms", "p0", "p100", "p-1", "pNaN", "p1e1", "fast", "25", "p", "p+5", "pInf"} {
-		if _, _, err := ParseDelay(in); !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "delay") {
+		if _, _, err := ParseDelay(in); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "delay") {
 			t.Errorf("ParseDelay(%q): err %v", in, err)
 		}
 	}
@@ -90,8 +90,8 @@ func FuzzParseDelay(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		fixed, q, err := ParseDelay(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidPolicy) {
-				t.Fatalf("error without ErrInvalidPolicy: %v", err)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error without ErrInvalid: %v", err)
 			}
 			return
 		}

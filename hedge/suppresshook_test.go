@@ -1,6 +1,7 @@
 package hedge
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -95,12 +96,11 @@ func TestSuppressHookMaxAttemptsAfterFailure(t *testing.T) {
 			map[string]*backend{"a": a, "b": b})
 		h := &suppressHooks{testHooks: testHooks{admit: true}}
 		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-		_, err := tr.RoundTripWith(req, nil, h)
-		re, ok := err.(*RefusedError)
-		if !ok {
-			t.Fatalf("err %v, want a *RefusedError", err)
+		resp, err := tr.RoundTripWith(req, nil, h)
+		if resp == nil || !errors.Is(err, ErrNotAccepted) {
+			t.Fatalf("RoundTripWith = %v, %v; want the last response refused and ErrNotAccepted", resp, err)
 		}
-		re.Response.Body.Close()
+		resp.Body.Close()
 		synctest.Wait()
 		if got := h.got(); got != "[2 failure maxAttempts]" {
 			t.Errorf("suppressed %s, want [2 failure maxAttempts]", got)

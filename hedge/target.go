@@ -8,17 +8,17 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/target"
 )
 
-// ParseTarget parses and checks a target base URL: http or https, a host,
+// parseTarget parses and checks a target base URL: http or https, a host,
 // a port (if any) within 1 to 65535, no query, fragment or user
 // information. It returns one spelling per target, so that duplicates are
 // caught however written: scheme and host in lower case, the scheme's
-// default port dropped. Its errors wrap ErrInvalidPolicy and name the
+// default port dropped. Its errors wrap ErrInvalid and name the
 // target once, with any user information masked (see redact.URL): callers
 // that wrap them need not, and should not, name it again.
-func ParseTarget(s string) (*url.URL, error) {
+func parseTarget(s string) (*url.URL, error) {
 	u, err := target.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: target %w", ErrInvalidPolicy, err)
+		return nil, fmt.Errorf("%w: target %w", ErrInvalid, err)
 	}
 	return u, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/internal/upgrade"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 
@@ -55,15 +56,20 @@ type TransportConfig struct {
 	// are steered over a replica.Set of the targets (see Replicas): the
 	// primary to a replica by latency and load (power of two choices), a
 	// hedge to the fastest replica the request has not used, a replica
-	// whose breaker is open skipped. Empty means every attempt goes to the
-	// request's own URL, for a load balancer that spreads them.
+	// whose breaker is open skipped, and a replica whose median latency
+	// stays well above its peers' put on probation (replica.Probation):
+	// it gets no primary, and now and then a copy of a read just answered
+	// (marked ShadowHeader, in the background, at most 4 at once, each
+	// within 1s) measures it until it recovers. Empty means every attempt
+	// goes to the request's own URL, for a load balancer that spreads them.
 	Targets []string
 
 	// Replicas, instead of Targets, is the replica set to steer over; its
 	// replicas' names are the targets. Share one Set between Transports to
 	// share what it learns; configure its breakers and probation with
-	// replica.New. A Transport built from Targets makes a Set with
-	// replica.Config's defaults.
+	// replica.New (the Transport sends the shadows that probation needs).
+	// A Transport built from Targets makes a Set with replica.Config's
+	// defaults and probation on.
 	Replicas *replica.Set
 
 	// MaxBodyBytes bounds each response body, which the Transport reads in
@@ -109,6 +115,7 @@ type Transport struct {
 	accept  func(*http.Response) error
 	safe    map[string]bool
 	onRcpt  func(*http.Request, Receipt)
+	shadows shadows
 }
 
 // NewTransport validates cfg and returns a Transport.
@@ -135,12 +142,12 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.limit = DefaultMaxBodyBytes
 	}
 	if t.limit < 0 {
-		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalidPolicy, t.limit)
+		return nil, fmt.Errorf("%w: negative body limit %d", ErrInvalid, t.limit)
 	}
 	names := cfg.Targets
 	switch {
 	case t.set != nil && len(names) > 0:
-		return nil, fmt.Errorf("%w: Targets and Replicas are exclusive", ErrInvalidPolicy)
+		return nil, fmt.Errorf("%w: Targets and Replicas are exclusive", ErrInvalid)
 	case t.set != nil:
 		names = make([]string, t.set.Len())
 		for i := range names {
@@ -149,30 +156,30 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	seen := make(map[string]bool, len(names))
 	for _, s := range names {
-		u, err := ParseTarget(s)
+		u, err := parseTarget(s)
 		if err != nil {
 			return nil, err
 		}
 		if seen[u.String()] {
-			return nil, fmt.Errorf("%w: duplicate target %q", ErrInvalidPolicy, s)
+			return nil, fmt.Errorf("%w: duplicate target %q", ErrInvalid, s)
 		}
 		seen[u.String()] = true
 		t.targets = append(t.targets, u)
 		t.names = append(t.names, u.String())
 	}
 	if t.set == nil && len(t.names) > 0 {
-		set, err := replica.New(t.names, replica.Config{})
+		set, err := replica.New(t.names, replica.Config{Probation: replica.Probation{Enabled: true}})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		t.set = set
 	}
 	for _, m := range cfg.SafeMethods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " \t\r\n") {
-			return nil, fmt.Errorf("%w: safe method %q must be an upper-case HTTP method", ErrInvalidPolicy, m)
+			return nil, fmt.Errorf("%w: safe method %q must be an upper-case HTTP method", ErrInvalid, m)
 		}
 		if m == http.MethodConnect {
-			return nil, fmt.Errorf("%w: CONNECT cannot be hedged", ErrInvalidPolicy)
+			return nil, fmt.Errorf("%w: CONNECT cannot be hedged", ErrInvalid)
 		}
 		if t.safe == nil {
 			t.safe = make(map[string]bool)
@@ -215,26 +222,15 @@ func WithReceipt(ctx context.Context, f func(Receipt)) context.Context {
 	return context.WithValue(ctx, receiptKey{}, f)
 }
 
-// RefusedError is RoundTripWith's error when no attempt's response was
-// accepted: Response is the last refused one, now the caller's to close,
-// and Err (which it wraps) wraps ErrNotAccepted and the verdict.
-type RefusedError struct {
-	Response *http.Response
-	Err      error
-}
-
-func (e *RefusedError) Error() string { return e.Err.Error() }
-func (e *RefusedError) Unwrap() error { return e.Err }
-
 // RoundTrip implements http.RoundTripper. A response that no attempt
 // could better, though Accept refused it (a 503, say), is returned as the
 // server's answer, with a nil error, as http.Client expects.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.RoundTripWith(req, nil, nil)
-	if re, ok := err.(*RefusedError); ok {
-		return re.Response, nil
+	if resp != nil {
+		return resp, nil // the last refused response, when err is not nil
 	}
-	return resp, err
+	return nil, err
 }
 
 // RoundTripWith is RoundTrip under h (nil: the Hedger of req's class),
@@ -258,8 +254,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // request's lock held: it must not block.
 //
 // A request that is not hedged passes through, its target picked by s.
-// When no response is accepted, the error is a *RefusedError holding the
-// last one.
+// When no response is accepted, it returns the last one refused together
+// with an error wrapping ErrNotAccepted (both non-nil: the caller closes
+// the response); on any other error the response is nil.
 func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
@@ -281,10 +278,13 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
 	rt.op.init(req.Context(), h, rt, s, t.names, 0)
 	resp, err := rt.op.run()
+	if rt.steer == nil && t.set != nil {
+		t.shadow(req) // a replica on probation may be due a copy, to measure it
+	}
 	closeBody(req) // attempts used copies from GetBody
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
-			return nil, &RefusedError{Response: resp, Err: err}
+			return resp, err
 		}
 		if resp != nil {
 			resp.Body.Close()
@@ -292,21 +292,6 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 		return nil, err
 	}
 	return resp, nil
-}
-
-// isUpgrade reports whether h asks for a protocol switch (WebSocket, h2c).
-func isUpgrade(h http.Header) bool {
-	if len(h["Upgrade"]) > 0 {
-		return true
-	}
-	for _, v := range h["Connection"] {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func closeBody(req *http.Request) {
@@ -319,7 +304,7 @@ func closeBody(req *http.Request) {
 // passes through, once. It hedges GET, HEAD and the SafeMethods, without a
 // protocol switch, and with a body only if the request has GetBody.
 func (t *Transport) Hedges(req *http.Request) bool {
-	if isUpgrade(req.Header) {
+	if upgrade.Requested(req.Header) {
 		// A protocol switch hands over the connection itself: it must not
 		// be duplicated, and its body cannot be buffered.
 		return false
@@ -336,7 +321,7 @@ func (t *Transport) Hedges(req *http.Request) bool {
 
 // passThrough sends a request that may not be duplicated, once, to the
 // target s picks (the first without a Steering). A stray 101 fails it as
-// it fails a hedged attempt (see RefuseStrayUpgrade).
+// it fails a hedged attempt (see internal/upgrade).
 func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 	t, req := rt.t, rt.req
 	if len(t.targets) == 0 && s == nil {
@@ -378,40 +363,10 @@ func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, e
 	if err != nil {
 		return nil, err
 	}
-	if err := RefuseStrayUpgrade(req, resp); err != nil {
+	if err := upgrade.RefuseStray(req, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
-}
-
-// RefuseStrayUpgrade returns nil unless resp switches protocols (101)
-// although req asked for no upgrade; then it closes resp's body and
-// returns an error wrapping ErrUnexpectedUpgrade. Anything that sends
-// requests on its own with a Transport's base (a proxy's health checks,
-// say) should call it before it reads a body.
-//
-// Why here, in the engine, and not in the gateway: for a 101 net/http's
-// Transport hands the caller the raw connection as the body and stops
-// watching the request's context (the caller owns the connection now).
-// Reading that body to its end, as the Transport does to choose a complete
-// winner, then lasts until the server closes: past every deadline, with
-// the attempt's slot held, the breaker unaware, and (for an inline
-// primary, which runs on the caller's goroutine) the caller itself stuck.
-// Only Close ends it, so the first code to see the response must decide,
-// before any read: that is the Transport, for every user of the library
-// and for the gateway alike. A 101 without Upgrade headers (an empty body
-// on a connection net/http closes) is refused too: it is not an answer.
-func RefuseStrayUpgrade(req *http.Request, resp *http.Response) error {
-	if resp.StatusCode != http.StatusSwitchingProtocols || isUpgrade(req.Header) {
-		return nil
-	}
-	if resp.Body != nil {
-		resp.Body.Close() // the connection itself, when net/http handed it over
-	}
-	if u := resp.Header.Get("Upgrade"); u != "" {
-		return fmt.Errorf("%w (Upgrade: %.64q)", ErrUnexpectedUpgrade, u)
-	}
-	return ErrUnexpectedUpgrade
 }
 
 // roundTrip is the state of one hedged request, in one allocation with
@@ -571,7 +526,7 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 	if err != nil {
 		return nil, err
 	}
-	if err := RefuseStrayUpgrade(out, resp); err != nil {
+	if err := upgrade.RefuseStray(out, resp); err != nil {
 		return nil, err // before any read: a switched body never ends
 	}
 	resp.Request = rt.req

@@ -95,10 +95,10 @@ type ordered struct{ *Transport }
 
 func (o ordered) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := o.RoundTripWith(req, nil, inOrder{})
-	if re, ok := err.(*RefusedError); ok {
-		return re.Response, nil
+	if resp != nil {
+		return resp, nil
 	}
-	return resp, err
+	return nil, err
 }
 
 // get sends a GET to url through rt; a *Transport steers it inOrder.
@@ -337,7 +337,7 @@ func TestNewTransportRejects(t *testing.T) {
 		{SafeMethods: []string{"CONNECT"}},
 	}
 	for _, cfg := range bad {
-		if _, err := NewTransport(cfg); !errors.Is(err, ErrInvalidPolicy) {
+		if _, err := NewTransport(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewTransport(%+v): err %v", cfg, err)
 		}
 	}
@@ -357,7 +357,7 @@ func TestParseTargetErrorsHideUserInfo(t *testing.T) {
 		"http://s3cret@127.0.0.1",           // a token as the user name
 		"user:s3cret@127.0.0.1:8081",        // the scheme forgotten
 	} {
-		_, err := ParseTarget(s)
+		_, err := parseTarget(s)
 		if err == nil {
 			t.Fatalf("%q accepted", s)
 		}
@@ -375,7 +375,7 @@ func TestRewriteURL(t *testing.T) {
 		{"http://b/p%2Fq", "http://x/r", "http://b/p%2Fq/r"},
 	}
 	for _, c := range cases {
-		tu, err := ParseTarget(c.target)
+		tu, err := parseTarget(c.target)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,7 +589,7 @@ func TestNewClientOptions(t *testing.T) {
 		t.Errorf("default body limit %d", got)
 	}
 	for _, cfg := range []TransportConfig{{Policy: Policy{Timeout: -1}}, {Policy: Policy{MaxAttempts: 9}}, {Targets: []string{"nope"}}} {
-		if _, err := NewClient(cfg); !errors.Is(err, ErrInvalidPolicy) {
+		if _, err := NewClient(cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewClient(%+v): %v", cfg, err)
 		}
 	}
@@ -691,8 +691,8 @@ func TestRoundTripWithHooks(t *testing.T) {
 	})
 }
 
-// With hooks, a request no attempt could answer acceptably comes back as a
-// *RefusedError holding the last refused response, with Done given each
+// With hooks, a request no attempt could answer acceptably comes back as
+// the last refused response and an error wrapping ErrNotAccepted, with Done given each
 // verdict; plain RoundTrip returns that response as the server's answer.
 // A request that is not hedged passes through, once, to the target Pick
 // chooses, seen by Rewrite and Done as a primary.
@@ -705,15 +705,14 @@ func TestRoundTripWithRefusedAndPassThrough(t *testing.T) {
 		h := &testHooks{admit: true}
 		req, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
 		resp, err := tr.RoundTripWith(req, nil, h)
-		var re *RefusedError
-		if resp != nil || !errors.As(err, &re) || !errors.Is(err, ErrNotAccepted) {
-			t.Fatalf("RoundTripWith = %v, %v; want nil and a *RefusedError wrapping ErrNotAccepted", resp, err)
+		if resp == nil || !errors.Is(err, ErrNotAccepted) {
+			t.Fatalf("RoundTripWith = %v, %v; want the last response refused and an error wrapping ErrNotAccepted", resp, err)
 		}
-		body, _ := io.ReadAll(re.Response.Body)
-		re.Response.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
 		synctest.Wait()
-		if re.Response.StatusCode != 503 || string(body) != "busy a" {
-			t.Errorf("refused response %d %q, want the last one, a's 503", re.Response.StatusCode, body)
+		if resp.StatusCode != 503 || string(body) != "busy a" {
+			t.Errorf("refused response %d %q, want the last one, a's 503", resp.StatusCode, body)
 		}
 		if h.done[0] != "503 refused: hedge: status 503" || h.done[1] != "503 refused: hedge: status 503" {
 			t.Errorf("Done verdicts %v", h.done)

@@ -28,14 +28,14 @@ import (
 //     Budget.SetRates, which every Hedger sharing it sees.
 //   - Observer: the one given to New stays; p's is not used.
 //
-// Update fails, changing nothing, with an error wrapping ErrInvalidPolicy.
+// Update fails, changing nothing, with an error wrapping ErrInvalid.
 // It is safe to call concurrently with operations and with itself.
 func (h *Hedger) Update(p Policy) error {
 	h.update.Lock()
 	defer h.update.Unlock()
 	old := h.cur.Load()
 	if p.Budget != nil && p.Budget != h.budget {
-		return fmt.Errorf("%w: a Hedger's budget cannot be replaced (change its rates with Budget.SetRates)", ErrInvalidPolicy)
+		return fmt.Errorf("%w: a Hedger's budget cannot be replaced (change its rates with Budget.SetRates)", ErrInvalid)
 	}
 	p.Budget = h.budget
 	keepLoad := p.Gate.Load == nil
@@ -47,7 +47,7 @@ func (h *Hedger) Update(p Policy) error {
 		return err
 	}
 	if p.Adaptive.Window != old.p.Adaptive.Window {
-		return fmt.Errorf("%w: adaptive window %v cannot change from %v on a running Hedger", ErrInvalidPolicy, p.Adaptive.Window, old.p.Adaptive.Window)
+		return fmt.Errorf("%w: adaptive window %v cannot change from %v on a running Hedger", ErrInvalid, p.Adaptive.Window, old.p.Adaptive.Window)
 	}
 	p.Observer = old.p.Observer
 

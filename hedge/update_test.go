@@ -157,8 +157,8 @@ func TestUpdateRejects(t *testing.T) {
 		"another budget":  {Budget: mustBudget(t, 0.5, 5)},
 		"adaptive window": {Adaptive: Adaptive{Window: time.Minute}},
 	} {
-		if err := h.Update(p); !errors.Is(err, ErrInvalidPolicy) {
-			t.Errorf("%s: %v, want ErrInvalidPolicy", name, err)
+		if err := h.Update(p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
 	if p := h.Policy(); p.Delay != 10*time.Millisecond || p.MaxAttempts != 2 {
@@ -194,7 +194,7 @@ func TestBudgetSetRates(t *testing.T) {
 		t.Errorf("two admissions at 0.5: %v credits, want 5", b.Credits())
 	}
 	for _, bad := range [][2]float64{{-0.1, 5}, {1.1, 5}, {0.5, 0.5}} {
-		if err := b.SetRates(bad[0], bad[1]); !errors.Is(err, ErrInvalidPolicy) {
+		if err := b.SetRates(bad[0], bad[1]); !errors.Is(err, ErrInvalid) {
 			t.Errorf("SetRates(%v, %v): %v", bad[0], bad[1], err)
 		}
 	}

@@ -171,30 +171,3 @@ func TestStray101WithoutUpgradeHeaderRefused(t *testing.T) {
 	}
 	s.wantClosed(t)
 }
-
-func TestRefuseStrayUpgrade(t *testing.T) {
-	asked := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}
-	for _, c := range []struct {
-		name   string
-		header http.Header
-		status int
-		want   bool
-	}{
-		{"200", nil, 200, false},
-		{"101 unasked", nil, 101, true},
-		{"101 asked", asked, 101, false},
-		{"101 to Upgrade without Connection", http.Header{"Upgrade": {"h2c"}}, 101, false},
-	} {
-		req := &http.Request{Method: http.MethodGet, Header: c.header}
-		body := &closeCounter{}
-		err := RefuseStrayUpgrade(req, &http.Response{StatusCode: c.status, Body: body})
-		if got := errors.Is(err, ErrUnexpectedUpgrade); got != c.want || body.closed != c.want {
-			t.Errorf("%s: err %v, body closed %v; want refused %v", c.name, err, body.closed, c.want)
-		}
-	}
-}
-
-type closeCounter struct{ closed bool }
-
-func (c *closeCounter) Read([]byte) (int, error) { return 0, io.EOF }
-func (c *closeCounter) Close() error             { c.closed = true; return nil }

@@ -130,7 +130,7 @@ func BenchmarkJudge(b *testing.B) {
 				}
 			}
 			for b.Loop() {
-				s.UpdateProbation(now)
+				s.updateProbation(now)
 			}
 		})
 	}

@@ -143,18 +143,18 @@ func (t Ticket) set() uint16 { return uint16(t.id >> idSetShift) }
 // zero Ticket.
 func (t Ticket) Replica() int { return int(t.rep()) - 1 }
 
-// Generation returns the breaker generation the ticket was taken in. Its
+// generation returns the breaker generation the ticket was taken in. Its
 // outcome can move the breaker only while that generation is current.
-func (t Ticket) Generation() uint64 { return t.gen }
+func (t Ticket) generation() uint64 { return t.gen }
 
-// Probe reports whether the ticket is the single probe of a half-open
+// probe reports whether the ticket is the single probe of a half-open
 // breaker: its outcome decides whether the breaker closes or reopens.
-func (t Ticket) Probe() bool { return t.id&ticketProbe != 0 }
+func (t Ticket) probe() bool { return t.id&ticketProbe != 0 }
 
-// Shadow reports whether the ticket is for a shadow request (see
-// PickShadow): a duplicate sent to a replica on probation to measure it,
+// shadow reports whether the ticket is for a shadow request (a Pick with
+// Role Shadow): a duplicate sent to a replica on probation to measure it,
 // whose answer nobody reads.
-func (t Ticket) Shadow() bool { return t.id&ticketShadow != 0 }
+func (t Ticket) shadow() bool { return t.id&ticketShadow != 0 }
 
 // admits reports whether r would admit a request at off (ns since epoch),
 // and whether that request would be the breaker's probe. It changes

@@ -71,7 +71,7 @@ func TestOpenBreakerRejectsUntilCooldownThenAdmitsOneProbe(t *testing.T) {
 		t.Fatalf("before the probe: %+v", st)
 	}
 	i, probe, ok := s.Pick(open, Attempt{})
-	if !ok || i != 0 || !probe.Probe() || probe.Generation() != 2 {
+	if !ok || i != 0 || !probe.probe() || probe.generation() != 2 {
 		t.Fatalf("first pick after cooldown = %d, %+v, %v; want the probe of replica 0", i, probe, ok)
 	}
 	st := stateOfReplica(s, 0, open)
@@ -120,7 +120,7 @@ func TestFailedProbeReopensWithDoubledCappedCooldown(t *testing.T) {
 	for _, want := range []time.Duration{2, 4, 5, 5} {
 		now = stateOfReplica(s, 0, now).OpenUntil
 		tk := pickAt(t, s, 0, now)
-		if !tk.Probe() || tk.Generation() != gen+1 {
+		if !tk.probe() || tk.generation() != gen+1 {
 			t.Fatalf("ticket %+v, want the probe of generation %d", tk, gen+1)
 		}
 		now = now.Add(10 * time.Millisecond)
@@ -173,7 +173,7 @@ func TestCanceledProbeFreesTheSlot(t *testing.T) {
 		t.Fatal("not available after a cancelled probe")
 	}
 	i, again, ok := s.Pick(now, Attempt{Role: Hedge, Exclude: nil})
-	if !ok || i != 0 || !again.Probe() || again.Generation() != 2 {
+	if !ok || i != 0 || !again.probe() || again.generation() != 2 {
 		t.Fatalf("pick after cancelled probe = %d, %+v, %v", i, again, ok)
 	}
 	s.Done(again, Success, now)
@@ -215,7 +215,7 @@ func TestConcurrentPicksTakeOneProbe(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if len(probes) != 1 || !probes[0].Probe() {
+		if len(probes) != 1 || !probes[0].probe() {
 			t.Fatalf("round %d: %d tickets admitted (%+v), want one probe", round, len(probes), probes)
 		}
 		if st := stateOfReplica(s, 0, now); st.Breaker != HalfOpen || st.Generation != 2 || st.InFlight != 1 {

@@ -26,7 +26,7 @@
 //     admits exactly one probe. Every change of state starts a generation,
 //     and only a ticket of the current generation moves the breaker.
 //   - A replica on probation gets no primaries and no hedges unless no
-//     other replica admits a request; PickShadow hands out its shadow
+//     other replica admits a request; a Shadow pick hands out its shadow
 //     tickets. At most Probation.MaxOnProbation(n) of n replicas are on
 //     probation at once, never all.
 //   - Membership changes one way: Next makes a Set's next generation, in
@@ -38,8 +38,8 @@
 //     probation logic is tested with synthetic times. Nor does the package
 //     log: Config.OnChange is told of each move of a breaker or of
 //     probation (an Event), outside the Set's locks, for the caller to log.
-//   - All methods are safe for concurrent use. Picks take no lock; picks,
-//     PickShadow and Done never allocate (Snapshot does).
+//   - All methods are safe for concurrent use. Picks take no lock; picks
+//     and Done never allocate (Snapshot does).
 //
 // The reasons for peak-EWMA, power of two choices and generations are in
 // docs/library.md; the probation rules in docs/gateway.md; the costs in

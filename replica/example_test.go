@@ -38,7 +38,7 @@ func Example() {
 	// success closes the breaker.
 	now = now.Add(time.Second)
 	i, probe, _ := set.Pick(now, replica.Attempt{})
-	fmt.Println("probe:", set.Name(i), probe.Probe())
+	fmt.Println("probe:", set.Name(i), set.Snapshot(now)[i].Breaker)
 	set.Done(probe, replica.Success, now.Add(3*time.Millisecond))
 
 	// a's EWMA is its 5ms sample, decayed for the second without news since.
@@ -48,7 +48,7 @@ func Example() {
 	// Output:
 	// primary: http://b.test hedge: http://a.test
 	// available: 2
-	// probe: http://c.test true
+	// probe: http://c.test half-open
 	// http://a.test closed generation 0, ewma 4.5ms, 1 picks
 	// http://b.test closed generation 0, ewma 22.7ms, 1 picks
 	// http://c.test closed generation 3, ewma 3.0ms, 3 picks

@@ -94,7 +94,7 @@ func TestPickPrimarySingleReplica(t *testing.T) {
 	setEWMA(s, 0, time.Hour, t0)
 	for range 100 {
 		i, tk, ok := s.Pick(t0, Attempt{})
-		if !ok || i != 0 || tk.Replica() != 0 || tk.Probe() {
+		if !ok || i != 0 || tk.Replica() != 0 || tk.probe() {
 			t.Fatalf("PickPrimary = %d, %+v, %v", i, tk, ok)
 		}
 	}

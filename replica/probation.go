@@ -37,7 +37,7 @@ const MaxProbationSamples = 64
 // off; with Enabled alone it takes the defaults below.
 type Probation struct {
 	// Enabled turns probation on. The caller then sends the shadow
-	// requests that PickShadow hands out: a replica on probation is judged
+	// requests that Pick hands out for Role Shadow: a replica on probation is judged
 	// from nothing else, so without them it would never come back.
 	Enabled bool
 
@@ -85,7 +85,7 @@ type Probation struct {
 	MaxShare float64
 
 	// ShadowRate is how many shadow requests per second, at most, each
-	// replica on probation is due (PickShadow spaces them at least
+	// replica on probation is due (Shadow picks space them at least
 	// 1/ShadowRate apart). A replica on probation is judged from the
 	// samples taken since it went on probation, over the last
 	// max(Window, 2 × MinSamples / ShadowRate), so that enough shadows fit.
@@ -226,7 +226,7 @@ type probState struct {
 
 // probationJudge decides which replicas are on probation, those of the
 // newest generation of a Set (see Next). It runs at most every Window/10,
-// from Done (or UpdateProbation), under mu.
+// from Done (or updateProbation), under mu.
 type probationJudge struct {
 	// Read without mu, on the request path; written under mu (by
 	// configure) and, for next, by whoever claims a judgement.
@@ -293,13 +293,13 @@ func (s *Set) report(moves []Event) {
 	}
 }
 
-// UpdateProbation judges every replica's latency at now and moves replicas
+// updateProbation judges every replica's latency at now and moves replicas
 // on and off probation. Done does this by itself at most every Window/10,
 // so callers need not; it is there for a caller that wants a judgement at
 // a given time (tests, an admin view after traffic stopped). It does
 // nothing when probation is off. Whichever generation it is called on,
 // the newest is judged.
-func (s *Set) UpdateProbation(now time.Time) {
+func (s *Set) updateProbation(now time.Time) {
 	if !s.cfg.Probation.Enabled {
 		return
 	}

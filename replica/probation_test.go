@@ -44,7 +44,7 @@ func (c *cluster) tick() {
 		s.Done(tk, c.outcome, c.now.Add(c.lat(i, c.now)))
 	}
 	if i, tk, ok := s.Pick(c.now, Attempt{Role: Shadow}); ok {
-		if !tk.Shadow() || tk.Replica() != i || !s.reps[i].probation.Load() {
+		if !tk.shadow() || tk.Replica() != i || !s.reps[i].probation.Load() {
 			c.t.Fatalf("shadow ticket %+v for replica %d, not on probation", tk, i)
 		}
 		c.shadows[i]++
@@ -235,8 +235,8 @@ func TestProbationGetsNoPrimariesNorHedges(t *testing.T) {
 	// Replica 0's breaker waits for a probe: PickPrimary takes it (it is
 	// serving) before falling back.
 	later := now.Add(time.Minute)
-	if i, tk, ok := s.Pick(later, Attempt{}); !ok || i != 0 || !tk.Probe() {
-		t.Errorf("PickPrimary after the cooldown = %d, %v, probe %v; want replica 0's probe", i, ok, tk.Probe())
+	if i, tk, ok := s.Pick(later, Attempt{}); !ok || i != 0 || !tk.probe() {
+		t.Errorf("PickPrimary after the cooldown = %d, %v, probe %v; want replica 0's probe", i, ok, tk.probe())
 	}
 	if n := s.Available(later); n != 2 {
 		t.Errorf("Available = %d, want 2 (replica 1's probe slot is free, replica 2 counts)", n)
@@ -256,7 +256,7 @@ func TestShadowsAtTheConfiguredRate(t *testing.T) {
 	now := c.now
 	for end := now.Add(2 * time.Second); now.Before(end); now = now.Add(time.Millisecond) {
 		if i, tk, ok := s.Pick(now, Attempt{Role: Shadow}); ok {
-			if i != 2 || !tk.Shadow() || tk.Probe() {
+			if i != 2 || !tk.shadow() || tk.probe() {
 				t.Fatalf("PickShadow = %d, %+v", i, tk)
 			}
 			got++
@@ -575,7 +575,7 @@ func TestProbationComposesWithBreaker(t *testing.T) {
 		s.Done(tk, Success, now.Add(5*time.Millisecond))
 	}
 	i, tk, ok := s.Pick(now, Attempt{Role: Shadow})
-	if !ok || i != 2 || !tk.Probe() || !tk.Shadow() {
+	if !ok || i != 2 || !tk.probe() || !tk.shadow() {
 		t.Fatalf("PickShadow after the cooldown = %d, %v, %+v; want replica 2's probe", i, ok, tk)
 	}
 	s.Done(tk, Success, now.Add(50*time.Millisecond))
@@ -586,7 +586,7 @@ func TestProbationComposesWithBreaker(t *testing.T) {
 
 	// A serving replica's open breaker is not probation.
 	trip(t, s, 0, now)
-	s.UpdateProbation(now.Add(time.Second))
+	s.updateProbation(now.Add(time.Second))
 	if st := s.Snapshot(now.Add(time.Second))[0]; st.Breaker != Open || st.Probation.Status != Serving {
 		t.Errorf("tripped serving replica: breaker %v, probation %+v", st.Breaker, st.Probation)
 	}

@@ -54,13 +54,13 @@ type Config struct {
 
 	// Probation configures latency-induced probation. It is off unless
 	// Probation.Enabled, because a replica on probation is judged from
-	// shadow requests that the caller must send (see PickShadow).
+	// shadow requests that the caller must send (Pick with Role Shadow).
 	Probation Probation
 
 	// OnChange, when non-nil, is told of each change of a replica's
 	// breaker (opened, half-open, closed) and probation (entered,
 	// exited), once, on the goroutine whose call made it (Done, a pick,
-	// UpdateProbation, Next), after the Set's locks are released: it may
+	// updateProbation, Next), after the Set's locks are released: it may
 	// call the Set. It delays that call, a pick or an attempt's Done, so it
 	// must be quick and must not block (a log line is fine). Nil: no
 	// reports, and nothing is spent on them.
@@ -192,7 +192,7 @@ type pickFields struct {
 	openUntil atomic.Int64
 	// probation is set while the replica is on probation (written only by
 	// the probation judge), and nextShadow (ns since epoch) is when its
-	// next shadow request is due (written by PickShadow, at most
+	// next shadow request is due (written by a Shadow pick, at most
 	// ShadowRate times a second).
 	probation  atomic.Bool
 	nextShadow atomic.Int64

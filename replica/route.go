@@ -179,8 +179,8 @@ func (r *Route) Replica(i int) int {
 	return r.tickets[i].Replica()
 }
 
-// Ticket returns attempt i's ticket (the zero Ticket for none).
-func (r *Route) Ticket(i int) Ticket {
+// ticket returns attempt i's ticket (the zero Ticket for none).
+func (r *Route) ticket(i int) Ticket {
 	if i < 0 || i >= MaxAttempts {
 		return Ticket{}
 	}
@@ -202,10 +202,10 @@ func (r *Route) Done(i int, o Outcome, elapsed time.Duration) {
 	r.set.Done(t, o, r.set.timeAt(t.start).Add(elapsed))
 }
 
-// Release gives back attempt i's ticket for an attempt that never ran
+// release gives back attempt i's ticket for an attempt that never ran
 // (picked, then refused by a limit of the caller's): neutral, and no
 // latency sample, not even a lower bound.
-func (r *Route) Release(i int) {
+func (r *Route) release(i int) {
 	if i == 1 && r.tied {
 		r.copies[1] = false
 	}
@@ -218,6 +218,6 @@ func (r *Route) Release(i int) {
 func (r *Route) Finish() {
 	if r.held {
 		r.held = false
-		r.Release(1)
+		r.release(1)
 	}
 }

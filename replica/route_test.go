@@ -246,7 +246,7 @@ func TestRouteReleaseIsNeutral(t *testing.T) {
 	r := s.Route(nil, false)
 	p, _ := r.Pick(0, false, nil, t0)
 	h, _ := r.Pick(1, false, []int{p}, t0)
-	r.Release(1)
+	r.release(1)
 	if got := stateOfReplica(s, h, t0); got.Canceled != 1 || got.EWMA != 0 || got.InFlight != 0 {
 		t.Fatalf("released replica: %+v", got)
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/upgrade"
 )
 
 // sendCancel tells the peer whose cancel URL (up to the tie) is u that tie's
@@ -58,7 +58,7 @@ func (s *Server) deliver(tie, u string) bool {
 	}
 	// A 101 hands over the raw connection, which the request's context no
 	// longer bounds: reading it would last until the peer closes.
-	if hedge.RefuseStrayUpgrade(req, resp) != nil {
+	if upgrade.RefuseStray(req, resp) != nil {
 		return false
 	}
 	// A little of the body is read so the connection may be reused.

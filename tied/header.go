@@ -67,9 +67,9 @@ const (
 	CancelRemembered = "remembered"
 )
 
-// ErrInvalidConfig wraps every configuration error returned by NewServer and
+// ErrInvalid wraps every configuration error returned by NewServer and
 // NewTransport.
-var ErrInvalidConfig = errors.New("tied: invalid config")
+var ErrInvalid = errors.New("tied: invalid config")
 
 // ErrDropped is the acceptance verdict on an answer dropped for its twin
 // (see Accept). It wraps hedge.ErrNotAnAnswer: a dropped copy says

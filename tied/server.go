@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
 )
 
 // Defaults of a ServerConfig.
@@ -41,7 +41,7 @@ type ServerConfig struct {
 
 	// Peers is the allow-list of servers that may hold the twins of the
 	// copies this server receives: base URLs ("http://10.0.0.2:8080"),
-	// canonicalised as hedge.ParseTarget does (lower-case scheme and host,
+	// canonicalised as a hedge.Transport's targets are (lower-case scheme and host,
 	// no default port) and without a path. A Server sends cancel messages
 	// only to these, at <peer><CancelPath>: a request whose PeerHeader
 	// names any other address is served untied (counted in UnknownPeer),
@@ -234,22 +234,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	switch {
 	case s.workers < 0:
-		return nil, fmt.Errorf("%w: negative workers %d", ErrInvalidConfig, s.workers)
+		return nil, fmt.Errorf("%w: negative workers %d", ErrInvalid, s.workers)
 	case s.limit < 0:
-		return nil, fmt.Errorf("%w: negative queue limit %d", ErrInvalidConfig, s.limit)
+		return nil, fmt.Errorf("%w: negative queue limit %d", ErrInvalid, s.limit)
 	case s.timeout < 0:
-		return nil, fmt.Errorf("%w: negative cancel timeout %v", ErrInvalidConfig, s.timeout)
+		return nil, fmt.Errorf("%w: negative cancel timeout %v", ErrInvalid, s.timeout)
 	case s.maxCancels < 0:
-		return nil, fmt.Errorf("%w: negative max cancels in flight %d", ErrInvalidConfig, s.maxCancels)
+		return nil, fmt.Errorf("%w: negative max cancels in flight %d", ErrInvalid, s.maxCancels)
 	case remember < 0:
-		return nil, fmt.Errorf("%w: negative remembered ties %d", ErrInvalidConfig, remember)
+		return nil, fmt.Errorf("%w: negative remembered ties %d", ErrInvalid, remember)
 	case rememberFor < 0:
-		return nil, fmt.Errorf("%w: negative remember-for %v", ErrInvalidConfig, rememberFor)
+		return nil, fmt.Errorf("%w: negative remember-for %v", ErrInvalid, rememberFor)
 	case !strings.HasPrefix(s.cancelPath, "/") || strings.ContainsAny(s.cancelPath, "?#%") ||
 		strings.ContainsFunc(s.cancelPath, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
-		return nil, fmt.Errorf("%w: cancel path %q must be an absolute path without query, escapes or spaces", ErrInvalidConfig, s.cancelPath)
+		return nil, fmt.Errorf("%w: cancel path %q must be an absolute path without query, escapes or spaces", ErrInvalid, s.cancelPath)
 	case strings.ContainsFunc(s.token, func(r rune) bool { return r < ' ' || r >= 0x7f }):
-		return nil, fmt.Errorf("%w: cancel token must be printable ASCII", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: cancel token must be printable ASCII", ErrInvalid)
 	}
 	for _, p := range cfg.Peers {
 		key, err := canonicalPeer(p)
@@ -257,7 +257,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, err
 		}
 		if _, dup := s.peers[key]; dup {
-			return nil, fmt.Errorf("%w: duplicate peer %q", ErrInvalidConfig, p)
+			return nil, fmt.Errorf("%w: duplicate peer %q", ErrInvalid, p)
 		}
 		// A valid tie needs no escaping, nor does the checked path.
 		s.peers[key] = key + s.cancelPath + "?tie="
@@ -276,12 +276,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // canonicalPeer parses a peer base URL and returns its canonical form.
 func canonicalPeer(p string) (string, error) {
-	u, err := hedge.ParseTarget(p)
+	u, err := target.Parse(p)
 	if err != nil {
-		return "", fmt.Errorf("%w: peer: %w", ErrInvalidConfig, err) // err names it
+		return "", fmt.Errorf("%w: peer: %w", ErrInvalid, err) // err names it
 	}
 	if u.Path != "" || u.RawPath != "" {
-		return "", fmt.Errorf("%w: peer %q must not have a path", ErrInvalidConfig, p)
+		return "", fmt.Errorf("%w: peer %q must not have a path", ErrInvalid, p)
 	}
 	return u.String(), nil
 }

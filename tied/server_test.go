@@ -552,7 +552,7 @@ func TestNewServerConfig(t *testing.T) {
 		{Peers: []string{"http://user@a"}},
 		{Peers: []string{"http://a", "HTTP://A:80"}},
 	} {
-		if s, err := tied.NewServer(cfg); !errors.Is(err, tied.ErrInvalidConfig) {
+		if s, err := tied.NewServer(cfg); !errors.Is(err, tied.ErrInvalid) {
 			t.Errorf("%+v: err %v", cfg, err)
 			if s != nil {
 				s.Close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/target"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 
@@ -88,19 +89,19 @@ type Transport struct {
 // NewTransport validates cfg and returns a Transport.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if len(cfg.Targets) < 2 {
-		return nil, fmt.Errorf("%w: tied requests need at least two targets, have %d", ErrInvalidConfig, len(cfg.Targets))
+		return nil, fmt.Errorf("%w: tied requests need at least two targets, have %d", ErrInvalid, len(cfg.Targets))
 	}
 	t := &Transport{base: cfg.Base}
 	seen := make(map[string]bool, len(cfg.Targets))
 	for _, s := range cfg.Targets {
-		u, err := hedge.ParseTarget(s)
+		u, err := target.Parse(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err) // err names the target
+			return nil, fmt.Errorf("%w: target %w", ErrInvalid, err) // err names the target
 		}
 		origin := u.Scheme + "://" + u.Host
 		if seen[origin] {
 			// Both copies on one server could not cancel each other.
-			return nil, fmt.Errorf("%w: target %q: another target is on the same server %s", ErrInvalidConfig, s, origin)
+			return nil, fmt.Errorf("%w: target %q: another target is on the same server %s", ErrInvalid, s, origin)
 		}
 		seen[origin] = true
 		t.origins = append(t.origins, origin)
@@ -122,7 +123,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.base = hedge.NewBaseTransport()
 	}
 	if t.set, err = replica.New(cfg.Targets, replica.Config{}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	t.ht, err = hedge.NewTransport(hedge.TransportConfig{
 		Base: t.base,
@@ -143,7 +144,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		OnReceipt:    cfg.OnReceipt,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return t, nil
 }
@@ -154,18 +155,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := &pair{route: t.set.Route(nil, t.ht.Hedges(req)), origins: t.origins}
 	resp, err := t.ht.RoundTripWith(req, nil, p)
 	p.route.Finish()
-	var refused *hedge.RefusedError
-	if !errors.As(err, &refused) {
+	if err == nil || resp == nil {
 		return resp, err
 	}
-	if Dropped(refused.Response) {
+	// No answer was accepted; resp is the last refused.
+	if Dropped(resp) {
 		// Every copy was dropped (the engine returns any other failure
 		// before a dropped answer, which is not an answer): a dropped
 		// answer is never the result.
-		refused.Response.Body.Close()
+		resp.Body.Close()
 		return nil, fmt.Errorf("%w: the only answer was a copy dropped for its twin", ErrNoAnswer)
 	}
-	return refused.Response, nil // the server's answer, though not acceptable
+	return resp, nil // the server's answer, though not acceptable
 }
 
 // ErrNoAnswer is returned when the only answers to a tied request were

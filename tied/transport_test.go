@@ -364,7 +364,7 @@ func TestNewTransportConfig(t *testing.T) {
 		{Targets: []string{"http://a", "http://b"}, MaxBodyBytes: -1},
 		{Targets: []string{"http://a", "http://b"}, SafeMethods: []string{"post"}},
 	} {
-		if _, err := tied.NewTransport(cfg); !errors.Is(err, tied.ErrInvalidConfig) {
+		if _, err := tied.NewTransport(cfg); !errors.Is(err, tied.ErrInvalid) {
 			t.Errorf("%+v: err %v", cfg, err)
 		}
 	}

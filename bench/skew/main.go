@@ -19,8 +19,12 @@
 // hit ratio, the most reads one received over the mean, the attempts per
 // read the replicas saw (1 plus the proxy's hedges), and, with
 // -partitions (tailgate's /debug/partitions), the partitions moved and
-// the hot keys. Everything is measured after the warm-up. "probe" exits 0
-// when a loopback URL answers 200.
+// the hot keys. Everything is measured after the warm-up but the attempts
+// per read, which count every read sent and every arrival, from before
+// the first read to after the last has ended: a ratio of two counts
+// taken at instants would drift with a busy machine (a read scheduled in
+// the span and sent after its end). "probe" exits 0 when a loopback URL
+// answers 200.
 package main
 
 import (
@@ -254,6 +258,11 @@ func drive(args []string, stdout, stderr io.Writer) error {
 	client := &http.Client{Transport: tr, Timeout: *timeout}
 	front := "http://" + *target + "/item?id="
 
+	before, err := counts(client, reps)
+	if err != nil {
+		return err
+	}
+	var sent atomic.Int64 // reads sent, warm-up included
 	start := time.Now()
 	var marks [2][]replicaCounts
 	var markErr [2]error
@@ -272,10 +281,18 @@ func drive(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		sent.Add(1)
 		return exp.Fetch(client, req)
 	})
 	wg.Wait()
 	if err := errors.Join(markErr[0], markErr[1]); err != nil {
+		return err
+	}
+	// Every read has ended (Generate waits for them): what the replicas
+	// count now is all they will get, losers cancelled on the way
+	// included, unless a proxy's attempt outlives its read.
+	after, err := counts(client, reps)
+	if err != nil {
 		return err
 	}
 	var measured []load.Outcome
@@ -285,20 +302,21 @@ func drive(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	sum := load.Summarize(measured, *duration)
-	var hits, misses, arrivals, top int64
+	var hits, misses, arrivals, top, all int64
 	for i := range reps {
 		a := marks[1][i].arrivals - marks[0][i].arrivals
 		hits += marks[1][i].hits - marks[0][i].hits
 		misses += marks[1][i].misses - marks[0][i].misses
 		arrivals += a
 		top = max(top, a)
+		all += after[i].arrivals - before[i].arrivals
 	}
 	row := []string{*name, ratio(hits, hits+misses), "", exp.Cell(sum.P50Ms), exp.Cell(sum.P99Ms), strconv.Itoa(sum.Failed + sum.Dropped), "", "—", "—", "—"}
 	if arrivals > 0 {
 		row[2] = exp.F2(float64(top) * float64(len(reps)) / float64(arrivals))
 	}
-	if sent := sum.Requests - sum.Dropped; sent > 0 {
-		row[6] = exp.F2(float64(arrivals) / float64(sent))
+	if n := sent.Load(); n > 0 {
+		row[6] = exp.F2(float64(all) / float64(n))
 	}
 	if len(partURLs) > 0 {
 		var moves, hot []string

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,10 +48,10 @@ func TestDriveOneRow(t *testing.T) {
 	f := strings.Fields(lines[3])
 	// name, hit ratio, load max/mean, p50, p99, failed, attempts/read, moves, hot keys, homes differ
 	// Every read goes to the target: the other replica gets none. The
-	// attempts per read are counted by the replicas over the measured span,
-	// against the reads scheduled in it: a read sent late falls outside.
-	attempts, err := strconv.ParseFloat(f[6], 64)
-	if len(f) != 10 || f[1] == "—" || f[2] != "2.00" || f[5] != "0" || err != nil || attempts < 0.9 || attempts > 1.1 || f[7] != "—" {
+	// attempts per read count every read sent and every arrival, the run
+	// over: a direct read is one attempt, exactly, however busy the
+	// machine (over the measured span alone, reads sent late fell out).
+	if len(f) != 10 || f[1] == "—" || f[2] != "2.00" || f[5] != "0" || f[6] != "1.00" || f[7] != "—" {
 		t.Errorf("row %q", lines[3])
 	}
 	http.DefaultClient.CloseIdleConnections()

@@ -88,6 +88,17 @@ type container struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
 	} `yaml:"volumeMounts"`
+	Env []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			ResourceFieldRef *struct {
+				ContainerName string `yaml:"containerName"`
+				Resource      string `yaml:"resource"`
+				Divisor       string `yaml:"divisor"`
+			} `yaml:"resourceFieldRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
 }
 
 type deploymentSpec struct {
@@ -594,6 +605,70 @@ func TestDeploymentRunsServe(t *testing.T) {
 	if c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" || c.Resources.Limits["memory"] == "" {
 		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
 	}
+	checkMemory(t, c, f)
+}
+
+// Memory figures of the gateway (docs/performance.md, "Soak and memory"):
+// a process idles at 19–25 MiB of RSS, an idle client connection costs
+// about 22 KiB (heap and goroutine stack), and an attempt in flight may
+// buffer a response of up to -max-response-bytes.
+const (
+	memBase    = 32 << 20
+	memPerConn = 22 << 10
+	// memShare is the share of the limit the worst case may take: the
+	// rest is the collector's room (GOMEMLIMIT is the limit itself).
+	memShare = 0.85
+)
+
+// checkMemory checks that the container's memory limit holds the worst
+// case of the configuration f, and that GOMEMLIMIT follows the limit.
+func checkMemory(t *testing.T, c container, f *serveFlags) {
+	t.Helper()
+	limit, err := quantityBytes(c.Resources.Limits["memory"])
+	if err != nil {
+		t.Fatalf("memory limit: %v", err)
+	}
+	attempts := f.maxAttempts
+	if attempts == 0 {
+		attempts = f.maxRequests * 5 / 4 // serve's default: max-requests × 1.25
+	}
+	conns, bodies := int64(f.maxConns)*memPerConn, int64(attempts)*f.maxBody
+	if need := memBase + conns + bodies; float64(need) > memShare*float64(limit) {
+		t.Errorf("memory limit %s: the configuration needs up to %d MiB (base %d, -max-conns %d × 22 KiB = %d, %d attempts × -max-response-bytes %d = %d), over %.0f%% of the limit",
+			c.Resources.Limits["memory"], need>>20, memBase>>20, f.maxConns, conns>>20, attempts, f.maxBody, bodies>>20, 100*memShare)
+	}
+	var ref bool
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		r := e.ValueFrom
+		// Bytes: GOMEMLIMIT reads a bare number as bytes, so the divisor
+		// must be 1 (another, 1Mi, would make 256 bytes of 256Mi).
+		ref = r != nil && r.ResourceFieldRef != nil && r.ResourceFieldRef.Resource == "limits.memory" &&
+			(r.ResourceFieldRef.Divisor == "" || r.ResourceFieldRef.Divisor == "1") &&
+			(r.ResourceFieldRef.ContainerName == "" || r.ResourceFieldRef.ContainerName == c.Name)
+	}
+	if !ref {
+		t.Errorf("env %+v: want GOMEMLIMIT from the container's limits.memory (resourceFieldRef, divisor 1)", c.Env)
+	}
+}
+
+// quantityBytes reads a Kubernetes memory quantity in the forms the
+// manifests use: a number of bytes, or one with a binary (Ki, Mi, Gi) or
+// decimal (k, M, G) suffix.
+func quantityBytes(q string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			return v * u.mult, err
+		}
+	}
+	return strconv.ParseInt(q, 10, 64)
 }
 
 // The ServiceMonitor scrapes /metrics on the admin port of exactly one

@@ -41,6 +41,9 @@ the full report as JSON with -out, and an HTML page with plots with -html.
              the gateway, with and without latency-induced probation
   skew       cache replicas under Zipf keys: no affinity, hash mod N, micro-
              partitions, and hot-key replication; -simulate for fleet scale
+  classes    two kinds of read on one API (an item and a search), each with
+             stragglers of its own: the gateway with one class, a class per
+             kind, and routes, beside a per-endpoint p90 hedger
 
 Run "tailgate lab <experiment> -h" for its flags.`
 
@@ -54,6 +57,7 @@ var experiments = map[string]func(ctx context.Context, args []string, stdout, st
 	"tied":      runLabTied,
 	"probation": runLabProbation,
 	"skew":      runLabSkew,
+	"classes":   runLabClasses,
 }
 
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,7 +74,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	run, ok := experiments[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, probation, skew, bigtable or tied\n", args[0])
+		fmt.Fprintf(stderr, "tailgate lab: unknown experiment %q: want compare, straggler, sweep, overload, fanout, probation, skew, bigtable, tied or classes\n", args[0])
 		return exitUsage
 	}
 	return run(ctx, args[1:], stdout, stderr)

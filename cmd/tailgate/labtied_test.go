@@ -29,7 +29,7 @@ func TestLabTiedRejects(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "Table 2") || !strings.Contains(stdout, "-background-share") {
 		t.Errorf("lab tied -h: %d %q", code, stdout)
 	}
-	if code, _, stderr := runCmd("lab", "nope"); code != exitUsage || !strings.Contains(stderr, "bigtable or tied") {
+	if code, _, stderr := runCmd("lab", "nope"); code != exitUsage || !strings.Contains(stderr, "tied") {
 		t.Errorf("unknown experiment: %d %q", code, stderr)
 	}
 	if code, stdout, _ := runCmd("lab", "-h"); code != exitOK || !strings.Contains(stdout, "tied ") {

@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
 	"syscall"
 )
 
@@ -133,6 +135,10 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
 	case errors.Is(err, flag.ErrHelp): // -h=true and the like
 		return help()
 	case err != nil:
+		if m := badDuration.FindStringSubmatch(err.Error()); m != nil && fs.Lookup(m[1]) != nil && isDuration(fs.Lookup(m[1])) {
+			// The flag package says only "parse error".
+			fmt.Fprintf(fs.Output(), "-%s takes a duration such as 5s or 250ms\n", m[1])
+		}
 		hint(fs)
 		return exitUsage
 	case fs.NArg() > 0:
@@ -143,13 +149,20 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) int {
 	return -1
 }
 
+// badDuration matches the flag package's error for a value that does not
+// parse, naming the flag.
+var badDuration = regexp.MustCompile(`for flag -([a-z0-9-]+): parse error`)
+
 // hint points from an error on the command line to the usage.
 func hint(fs *flag.FlagSet) {
 	fmt.Fprintf(fs.Output(), "Run \"%s -h\" for usage.\n", fs.Name())
 }
 
-// usageError prints a flag-value error and returns exitUsage.
+// usageError prints a flag-value error, a line for each problem it holds
+// (see serveFlags.config), and returns exitUsage.
 func usageError(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "tailgate %s: %v\n", name, err)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "tailgate %s: %s\n", name, line)
+	}
 	return exitUsage
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +88,13 @@ type serveFlags struct {
 	// kept are the flags a reload set back to their running values (they
 	// need a restart) that were not given at start: not counted as given.
 	kept map[string]bool
+	// fromFile is where the -config file set each flag it set ("path:line"),
+	// for errors about their values (see locate).
+	fromFile map[string]string
+	// routes are the file's routes, and routeLines where each begins, by
+	// name (see parseRoutes).
+	routes     []gateway.Route
+	routeLines map[string]string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -96,6 +104,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	return serveWith(ctx, args, stdout, stderr, hup)
+}
+
+// serveWith is runServe with hup as its SIGHUP channel (a test's own).
+func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, hup chan os.Signal) int {
 	f, code, err := loadServeFlags(args, stdout, stderr)
 	if code >= 0 {
 		return code
@@ -117,22 +130,33 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer shutdownTracing(tp, logger) // after g.Close: its shadows' spans end there
 	}
 	w := newWatcher(f, logger)
-	g, cfg, err := newGateway(ctx, w, cfg)
-	if errors.Is(err, discovery.ErrNoBackends) {
-		logger.Error("serve failed", "err", err) // DNS's answer, not the command line's
-		return exitError
-	}
-	if err != nil {
-		return usageError(stderr, "serve", err)
-	}
-	defer g.Close()
-	warnSameServer(ctx, logger, cfg.Backends, nil)
-	f.warnBackendTLSUnused(logger, cfg.Backends)
-	r := &reloader{args: args, g: g, log: logger, disc: w}
+	r := &reloader{args: args, log: logger, disc: w}
 	r.running.Store(f)
 	if err := r.loadCerts(f); err != nil {
 		return usageError(stderr, "serve", err)
 	}
+	g, cfg, err := newGateway(ctx, w, cfg)
+	if errors.Is(err, discovery.ErrNoBackends) {
+		// DNS's answer, not the command line's: wait for records, on
+		// the listeners, saying why (servewait.go).
+		logger.Warn("no replica at start", "err", err)
+		g, cfg, err = r.awaitBackends(ctx, cfg, hup)
+		if err != nil {
+			logger.Error("serve failed", "err", err)
+			return exitError
+		}
+		if g == nil {
+			return exitOK // stopped while waiting
+		}
+		reportDiscovery(g, w)
+		f = r.current() // a SIGHUP may have replaced it
+	} else if err != nil {
+		return usageError(stderr, "serve", f.locate(err))
+	}
+	defer g.Close()
+	r.g = g
+	warnSameServer(ctx, logger, cfg.Backends, nil)
+	f.warnBackendTLSUnused(logger, cfg.Backends)
 	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
@@ -189,29 +213,29 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.traceSample, "trace-sample", 1, "tracing: the share of reads traced, chosen by trace id, in [0, 1], for reads whose client sent no sampled traceparent (a client's sampling decision is kept)")
 }
 
-// config turns the flags into a gateway configuration and a logger.
+// config turns the flags into a gateway configuration and a logger. Its
+// error holds every problem found, not the first alone (errors.Join, a
+// line each), each located in the file when the file set the flag (see
+// locate): an operator fixes them in one go, and a reload that refuses a
+// file says all it would refuse at start.
 func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, error) {
 	var cfg gateway.Config
+	c := &checks{f: &f}
 	if strings.TrimSpace(f.backends) == "" {
-		return cfg, nil, errors.New("-backends is required: comma-separated replica URLs such as http://127.0.0.1:8081,http://127.0.0.1:8082")
+		c.add(errors.New("-backends is required: comma-separated replica URLs such as http://127.0.0.1:8081,http://127.0.0.1:8082"))
+	} else {
+		for _, b := range strings.Split(f.backends, ",") {
+			cfg.Backends = append(cfg.Backends, strings.TrimSpace(b))
+		}
+		c.add(f.checkDNS(cfg.Backends))
 	}
-	for _, b := range strings.Split(f.backends, ",") {
-		cfg.Backends = append(cfg.Backends, strings.TrimSpace(b))
-	}
-	if err := f.checkDNS(cfg.Backends); err != nil {
-		return cfg, nil, err
-	}
-	if err := f.checkTLS(); err != nil {
-		return cfg, nil, err
-	}
+	c.add(f.checkTLS())
 	backendTLS, err := f.backendTLS()
-	if err != nil {
-		return cfg, nil, err
-	}
+	c.add(err)
 	cfg.BackendTLS = backendTLS
 	fixed, q, err := hedge.ParseDelay(f.delay)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("-hedge-delay: %w", err)
+		c.add(fmt.Errorf("-hedge-delay: %w", err))
 	}
 	given := map[string]bool{}
 	if f.fs != nil {
@@ -221,13 +245,13 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	if f.tied {
 		switch {
 		case given["hedge-delay"]:
-			return cfg, nil, errors.New("-hedge-delay does not apply with -tied: the second copy goes after -tied-delay")
+			c.add(errors.New("-hedge-delay does not apply with -tied: the second copy goes after -tied-delay"))
 		case given["gate"] || given["gate-window"] || given["gate-min-win-rate"] || given["gate-slowdown"]:
-			return cfg, nil, errors.New("the -gate flags do not apply with -tied: the overload gate is off, since every read wants its second copy")
+			c.add(errors.New("the -gate flags do not apply with -tied: the overload gate is off, since every read wants its second copy"))
 		case f.attempts != 2:
-			return cfg, nil, fmt.Errorf("-attempts-per-request %d does not apply with -tied: a tied request is two copies", f.attempts)
+			c.add(fmt.Errorf("-attempts-per-request %d does not apply with -tied: a tied request is two copies", f.attempts))
 		case f.tiedDelay >= f.timeout:
-			return cfg, nil, fmt.Errorf("-tied-delay %v must be shorter than -timeout %v", f.tiedDelay, f.timeout)
+			c.add(fmt.Errorf("-tied-delay %v must be shorter than -timeout %v", f.tiedDelay, f.timeout))
 		}
 		fixed, q = 0, 0
 		if !given["hedge-fraction"] {
@@ -243,23 +267,20 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 			cfg.TiedDelay = -1 // at once (zero would mean the default)
 		}
 	} else if given["tied-delay"] {
-		return cfg, nil, errors.New("-tied-delay applies only with -tied")
+		c.add(errors.New("-tied-delay applies only with -tied"))
 	}
+	// The budget's rates, each by its flag (hedge.NewBudget checks them
+	// together, and its error would name neither).
+	c.check(fraction >= 0 && fraction <= 1, "-hedge-fraction %v must be within [0, 1]", fraction)
+	c.check(burst >= 1 && burst <= 1e9, "-hedge-burst %v must be within [1, 1e9]", burst)
 	budget, err := hedge.NewBudget(fraction, burst)
-	if err != nil {
-		return cfg, nil, fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err)
+	if err != nil && c.ok() {
+		c.add(fmt.Errorf("-hedge-fraction/-hedge-burst: %w", err)) // unreachable: checked above
 	}
-	if f.attempts < 1 || f.attempts > hedge.MaxAttemptsCap {
-		return cfg, nil, fmt.Errorf("-attempts-per-request %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
-	}
-	switch {
-	case f.gateWindow <= 0:
-		return cfg, nil, fmt.Errorf("-gate-window %v must be positive", f.gateWindow)
-	case !(f.gateWinRate > 0 && f.gateWinRate <= 0.5):
-		return cfg, nil, fmt.Errorf("-gate-min-win-rate %v must be within (0, 0.5]", f.gateWinRate)
-	case !(f.gateSlowdown >= 1) || math.IsInf(f.gateSlowdown, 0):
-		return cfg, nil, fmt.Errorf("-gate-slowdown %v must be a number of at least 1", f.gateSlowdown)
-	}
+	c.check(f.attempts >= 1 && f.attempts <= hedge.MaxAttemptsCap, "-attempts-per-request %d must be within [1, %d]", f.attempts, hedge.MaxAttemptsCap)
+	c.check(f.gateWindow > 0, "-gate-window %v must be positive", f.gateWindow)
+	c.check(f.gateWinRate > 0 && f.gateWinRate <= 0.5, "-gate-min-win-rate %v must be within (0, 0.5]", f.gateWinRate)
+	c.check(f.gateSlowdown >= 1 && !math.IsInf(f.gateSlowdown, 0), "-gate-slowdown %v must be a number of at least 1", f.gateSlowdown)
 	cfg.Policy = hedge.Policy{
 		Delay:       fixed,
 		Adaptive:    hedge.Adaptive{Quantile: q},
@@ -267,48 +288,29 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 		Budget:      budget,
 		Gate:        hedge.Gate{Disabled: !f.gate, Window: f.gateWindow, MinWinRate: f.gateWinRate, Slowdown: f.gateSlowdown},
 	}
-	switch {
-	case f.maxRequests < 1:
-		return cfg, nil, fmt.Errorf("-max-requests %d must be at least 1", f.maxRequests)
-	case f.maxAttempts < 0:
-		return cfg, nil, fmt.Errorf("-max-attempts %d must not be negative", f.maxAttempts)
-	case f.timeout <= 0:
-		return cfg, nil, fmt.Errorf("-timeout %v must be positive", f.timeout)
-	case f.maxBody <= 0:
-		return cfg, nil, fmt.Errorf("-max-response-bytes %d must be positive", f.maxBody)
-	case f.maxRespHeader < gateway.MinResponseHeaderBytes || f.maxRespHeader > gateway.MaxResponseHeaderBytesLimit:
-		return cfg, nil, fmt.Errorf("-max-response-header-bytes %d must be within [%d, %d]", f.maxRespHeader, gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit)
-	case f.drain < 0:
-		return cfg, nil, fmt.Errorf("-drain-timeout %v must not be negative", f.drain)
-	case f.drainDelay < 0:
-		return cfg, nil, fmt.Errorf("-drain-delay %v must not be negative", f.drainDelay)
-	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<20:
-		return cfg, nil, fmt.Errorf("-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
-	case f.maxConns < 1:
-		return cfg, nil, fmt.Errorf("-max-conns %d must be at least 1", f.maxConns)
-	case f.clientServer != gateway.PlainH1 && f.clientServer != gateway.PlainNetHTTP:
-		return cfg, nil, fmt.Errorf("-client-server %q: want %q or %q", f.clientServer, gateway.PlainH1, gateway.PlainNetHTTP)
-	case !(f.probFactor > 1) || math.IsInf(f.probFactor, 0):
-		return cfg, nil, fmt.Errorf("-probation-factor %v must be a number above 1", f.probFactor)
-	case f.probMinExcess < 0:
-		return cfg, nil, fmt.Errorf("-probation-min-excess %v must not be negative", f.probMinExcess)
-	case f.probWindow <= 0:
-		return cfg, nil, fmt.Errorf("-probation-window %v must be positive", f.probWindow)
-	case !(f.probMaxShare > 0 && f.probMaxShare <= 1):
-		return cfg, nil, fmt.Errorf("-probation-max-share %v must be within (0, 1]", f.probMaxShare)
-	case !(f.shadowRate > 0) || math.IsInf(f.shadowRate, 0):
-		return cfg, nil, fmt.Errorf("-shadow-rate %v must be a positive number", f.shadowRate)
-	}
-	for _, a := range []struct{ name, addr string }{{"-listen", f.listen}, {"-admin", f.admin}} {
-		if a.addr == "" && a.name == "-admin" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return cfg, nil, fmt.Errorf("%s %q: want host:port, such as 127.0.0.1:8080", a.name, a.addr)
-		}
+	c.check(f.maxRequests >= 1, "-max-requests %d must be at least 1", f.maxRequests)
+	c.check(f.maxAttempts >= 0, "-max-attempts %d must not be negative", f.maxAttempts)
+	c.check(f.timeout > 0, "-timeout %v must be positive", f.timeout)
+	c.check(f.maxBody > 0, "-max-response-bytes %d must be positive", f.maxBody)
+	c.check(f.maxRespHeader >= gateway.MinResponseHeaderBytes && f.maxRespHeader <= gateway.MaxResponseHeaderBytesLimit,
+		"-max-response-header-bytes %d must be within [%d, %d]", f.maxRespHeader, gateway.MinResponseHeaderBytes, gateway.MaxResponseHeaderBytesLimit)
+	c.check(f.drain >= 0, "-drain-timeout %v must not be negative", f.drain)
+	c.check(f.drainDelay >= 0, "-drain-delay %v must not be negative", f.drainDelay)
+	c.check(f.maxHeaderBytes >= 1<<10 && f.maxHeaderBytes <= 1<<20, "-max-header-bytes %d must be within [1024, 1048576]", f.maxHeaderBytes)
+	c.check(f.maxConns >= 1, "-max-conns %d must be at least 1", f.maxConns)
+	c.check(f.clientServer == gateway.PlainH1 || f.clientServer == gateway.PlainNetHTTP,
+		"-client-server %q: want %q or %q", f.clientServer, gateway.PlainH1, gateway.PlainNetHTTP)
+	c.check(f.probFactor > 1 && !math.IsInf(f.probFactor, 0), "-probation-factor %v must be a number above 1", f.probFactor)
+	c.check(f.probMinExcess >= 0, "-probation-min-excess %v must not be negative", f.probMinExcess)
+	c.check(f.probWindow > 0, "-probation-window %v must be positive", f.probWindow)
+	c.check(f.probMaxShare > 0 && f.probMaxShare <= 1, "-probation-max-share %v must be within (0, 1]", f.probMaxShare)
+	c.check(f.shadowRate > 0 && !math.IsInf(f.shadowRate, 0), "-shadow-rate %v must be a positive number", f.shadowRate)
+	c.add(checkAddr("-listen", f.listen))
+	if f.admin != "" {
+		c.add(checkAddr("-admin", f.admin))
 	}
 	if f.admin != "" && f.admin == f.listen && !strings.HasSuffix(f.listen, ":0") {
-		return cfg, nil, errors.New("-admin must differ from -listen: metrics belong on a separate listener")
+		c.add(errors.New("-admin must differ from -listen: metrics belong on a separate listener"))
 	}
 	cfg.MaxInFlightRequests = f.maxRequests
 	cfg.MaxInFlightAttempts = f.maxAttempts
@@ -324,21 +326,85 @@ func (f serveFlags) config(stderr io.Writer) (gateway.Config, *slog.Logger, erro
 	}
 	w := &lockedWriter{w: stderr} // the log and the access log share it
 	logger, err := newLogger(w, f.logFormat, f.logLevel)
-	if err != nil {
-		return cfg, nil, err
-	}
+	c.add(err)
 	cfg.Logger = logger
-	if cfg.AccessLog, cfg.AccessLogSample, err = f.accessLogger(w, given["access-log-sample"]); err != nil {
-		return cfg, nil, err
-	}
-	if err := f.checkTrace(given["trace-sample"]); err != nil {
-		return cfg, nil, err
-	}
-	if cfg.Affinity, err = f.affinity(given); err != nil {
-		return cfg, nil, err
+	cfg.AccessLog, cfg.AccessLogSample, err = f.accessLogger(w, given["access-log-sample"])
+	c.add(err)
+	c.add(f.checkTrace(given["trace-sample"]))
+	cfg.Affinity, err = f.affinity(given)
+	c.add(err)
+	cfg.Routes = f.routes
+	if !c.ok() {
+		return cfg, nil, c.err()
 	}
 	return cfg, logger, nil
 }
+
+// checkAddr checks a listener's address as net.Listen will take it:
+// host:port with a port number in [0, 65535] (or a service name).
+func checkAddr(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port with a port within [0, 65535], such as 127.0.0.1:8080", name, addr)
+	}
+	return nil
+}
+
+// checks collects a configuration's problems.
+type checks struct {
+	f    *serveFlags
+	errs []error
+}
+
+// add records err, if any, located (see serveFlags.locate).
+func (c *checks) add(err error) {
+	if err != nil {
+		c.errs = append(c.errs, c.f.locate(err))
+	}
+}
+
+// check records the problem format describes unless ok.
+func (c *checks) check(ok bool, format string, args ...any) {
+	if !ok {
+		c.add(fmt.Errorf(format, args...))
+	}
+}
+
+func (c *checks) ok() bool   { return len(c.errs) == 0 }
+func (c *checks) err() error { return errors.Join(c.errs...) }
+
+// flagNamed matches the flag an error starts with: "-hedge-fraction 1.5
+// must be ...", "-backends: ...".
+var flagNamed = regexp.MustCompile(`^-([a-z0-9][a-z0-9-]*)`)
+
+// locate prefixes err with the file and line of the flag it starts with,
+// when the -config file set that flag (the command line did not), as the
+// file's own errors are: "tailgate.yaml:7: -hedge-fraction 1.5 must be
+// within [0, 1]". Any check, including one added later, is located
+// without a line of code of its own, as long as its error starts with
+// the flag's name, as they all do.
+func (f *serveFlags) locate(err error) error {
+	if m := routeNamed.FindStringSubmatch(err.Error()); m != nil {
+		if at, ok := f.routeLines[m[1]]; ok {
+			return fmt.Errorf("%s: %w", at, err)
+		}
+	}
+	m := flagNamed.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	if at, ok := f.fromFile[m[1]]; ok {
+		return fmt.Errorf("%s: %w", at, err)
+	}
+	return err
+}
+
+// routeNamed matches the route a gateway error is about: "gateway:
+// invalid configuration: route search: ...".
+var routeNamed = regexp.MustCompile(`\broute ([A-Za-z0-9._-]+):`)
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var l slog.Level
@@ -371,7 +437,7 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 	if err := r.loadCerts(f); err != nil {
 		return err
 	}
-	inner, err := net.Listen("tcp", f.listen)
+	inner, err := listen(&r.pre.client, f.listen)
 	if err != nil {
 		return err // "listen tcp <addr>: ...": it names the address itself
 	}
@@ -400,7 +466,7 @@ func serveReloading(ctx context.Context, g *gateway.Gateway, r *reloader, hup <-
 		logger.Info("gateway listening", "addr", ln.Addr().String(), "tls", r.certs != nil, "server", serverName(r, f), "backends", f.backends, "mode", gateway.ModeHedge, "hedgeDelay", f.delay)
 	}
 	if f.admin != "" {
-		aln, err := net.Listen("tcp", f.admin)
+		aln, err := listen(&r.pre.admin, f.admin)
 		if err != nil {
 			srv.Close()
 			<-errs

@@ -48,6 +48,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"-backends", ok, "-gate=maybe"},
 		{"-backends", ok, "-backend-protocol", "h3"},
 		{"-backends", ok, "-listen", "nope"},
+		{"-backends", ok, "-listen", "127.0.0.1:99999"}, // net.Listen's "invalid port", once exit 1
+		{"-backends", ok, "-admin", "127.0.0.1:65536"},
 		{"-backends", ok, "-admin", "127.0.0.1:9999", "-listen", "127.0.0.1:9999"},
 		{"-backends", ok, "-log-format", "xml"},
 		{"-backends", ok, "-log-level", "loud"},

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/tailgate-dev/tailgate/gateway"
 	"gopkg.in/yaml.v3"
 )
 
@@ -17,10 +19,29 @@ import (
 // checked as on the command line. A YAML list stands for a comma-separated
 // one (backends). JSON is YAML, so a JSON file works too.
 
+// fileConfig is what a -config file gave beyond its flags' values.
+type fileConfig struct {
+	// lines is where the file set each flag it set ("path:line", by flag
+	// name), for the checks of their values to say (see
+	// serveFlags.locate).
+	lines map[string]string
+	// routes are its routes (the "routes" key: see parseRoutes), and
+	// routeLines where each begins, by name.
+	routes     []gateway.Route
+	routeLines map[string]string
+}
+
 // applyConfigFile sets, from the YAML file at path, the flags of fs that
 // the command line has not set: flags given on the command line win over
-// the file. Errors name the file and, for a key or value, its line.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
+// the file; and reads its routes, which only a file gives. Errors name the
+// file and, for a key or value, its line.
+func applyConfigFile(fs *flag.FlagSet, path string) (fileConfig, error) {
+	fc := fileConfig{lines: map[string]string{}, routeLines: map[string]string{}}
+	return fc, applyConfig(fs, path, &fc)
+}
+
+func applyConfig(fs *flag.FlagSet, path string, fc *fileConfig) error {
+	set := fc.lines
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err // "open <path>: ...": it names the file
@@ -50,6 +71,12 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			return fmt.Errorf("%s: %q given twice (first on line %d)", at, name, line)
 		}
 		seen[name] = k.Line
+		if name == "routes" {
+			if err := parseRoutes(path, v, fc); err != nil {
+				return err
+			}
+			continue
+		}
 		if name == "config" || fs.Lookup(name) == nil {
 			return fmt.Errorf("%s: unknown key %q%s", at, name, suggest(fs, name))
 		}
@@ -61,10 +88,26 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			continue
 		}
 		if err := fs.Set(name, value); err != nil {
+			if isDuration(fs.Lookup(name)) {
+				// The flag package says only "parse error"; "5" is the
+				// usual slip (a number of seconds, as elsewhere).
+				return fmt.Errorf("%s:%d: %s: invalid value %q: want a duration such as 5s or 250ms", path, v.Line, name, value)
+			}
 			return fmt.Errorf("%s:%d: %s: invalid value %q: %w", path, v.Line, name, value, err)
 		}
+		set[name] = fmt.Sprintf("%s:%d", path, v.Line)
 	}
 	return nil
+}
+
+// isDuration reports whether fl takes a time.Duration.
+func isDuration(fl *flag.Flag) bool {
+	g, ok := fl.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(time.Duration)
+	return ok
 }
 
 // flagValue returns the command-line form of a value: a scalar as

@@ -99,7 +99,7 @@ func TestConfigFileTakesEveryFlag(t *testing.T) {
 			n++
 		}
 	})
-	if err := applyConfigFile(fs, writeTestFile(t, "all.yaml", b.String())); err != nil {
+	if _, err := applyConfigFile(fs, writeTestFile(t, "all.yaml", b.String())); err != nil {
 		t.Fatalf("a file setting all %d flags to their defaults: %v", n, err)
 	}
 	set := 0
@@ -166,5 +166,57 @@ func TestServeConfigFileErrorExits2(t *testing.T) {
 	code, _, stderr = runCmd("serve", "-config", path+".missing")
 	if code != exitUsage || !strings.Contains(stderr, path+".missing") {
 		t.Errorf("missing file: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// A value that a flag takes but the configuration's checks refuse is
+// located in the file as the file's own errors are; a duration without
+// its unit says what a duration looks like; and every problem is said at
+// once, a line each, by serve (exit 2).
+func TestConfigFileCheckErrorsNameTheLine(t *testing.T) {
+	for _, tc := range []struct{ content, want string }{
+		{"backends: http://a:1\nhedge-fraction: 1.5\n", "tailgate.yaml:2: -hedge-fraction 1.5 must be within [0, 1]"},
+		{"backends: http://a:1\n\nmax-conns: -1\n", "tailgate.yaml:3: -max-conns -1 must be at least 1"},
+		{"backends: http://a:1\nlisten: 127.0.0.1:99999\n", `tailgate.yaml:2: -listen "127.0.0.1:99999": want host:port with a port within [0, 65535]`},
+		{"backends: http://a:1\nlog-format: jsno\n", `tailgate.yaml:2: -log-format "jsno": want text or json`},
+		{"backends: [dns+http://a]\ndns-refresh: 0s\n", "tailgate.yaml:2: -dns-refresh 0s must be positive"},
+		{"backends: [http://a:1]\nbackend-cert: c.pem\n", "tailgate.yaml:2: -backend-cert and -backend-key go together"},
+	} {
+		f, err := parseWithFile(t, tc.content)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.content, err)
+		}
+		if _, _, err := f.config(io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.content, err, tc.want)
+		}
+	}
+	// The command line's value is not the file's: no line.
+	f, err := parseWithFile(t, "backends: http://a:1\nhedge-fraction: 0.5\n", "-hedge-fraction", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.config(io.Discard); err == nil || !strings.HasPrefix(err.Error(), "-hedge-fraction 2 must be") {
+		t.Errorf("from the command line: %v", err)
+	}
+	if _, err := parseWithFile(t, "backends: http://a:1\ntimeout: 5\n"); err == nil ||
+		err.Error() != `tailgate.yaml:2: timeout: invalid value "5": want a duration such as 5s or 250ms` {
+		t.Errorf("timeout: 5: %v", err)
+	}
+
+	path := writeTestFile(t, "tailgate.yaml", "backends: [http://127.0.0.1:1]\nlisten: 127.0.0.1:99999\nlog-format: jsno\nmax-conns: -1\nhedge-fraction: 1.5\n")
+	code, _, stderr := runCmd("serve", "-config", path, "-admin", "")
+	for _, want := range []string{
+		"tailgate serve: " + path + `:2: -listen "127.0.0.1:99999"`,
+		"tailgate serve: " + path + `:3: -log-format "jsno"`,
+		"tailgate serve: " + path + ":4: -max-conns -1",
+		"tailgate serve: " + path + ":5: -hedge-fraction 1.5",
+	} {
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr %q; want 2 with %q", code, stderr, want)
+		}
+	}
+	code, _, stderr = runCmd("serve", "-backends", "http://127.0.0.1:1", "-timeout", "5")
+	if code != exitUsage || !strings.Contains(stderr, "-timeout takes a duration such as 5s") {
+		t.Errorf("-timeout 5: exit %d, stderr %q", code, stderr)
 	}
 }

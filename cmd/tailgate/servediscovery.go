@@ -61,24 +61,21 @@ func newWatcher(f *serveFlags, logger *slog.Logger) *discovery.Watcher {
 // they give now, and reports w's state (/readyz, /debug/replicas, the
 // tailgate_discovery_* series). A name that does not resolve yet gives
 // none, and is logged; no replica at all is an error (wrapping
-// discovery.ErrNoBackends): the gateway needs one.
+// discovery.ErrNoBackends): the gateway needs one, and serve waits for it
+// (servewait.go).
 func newGateway(ctx context.Context, w *discovery.Watcher, cfg gateway.Config) (*gateway.Gateway, gateway.Config, error) {
 	var g *gateway.Gateway
-	err := w.Set(ctx, cfg.Backends, func(backends []string) error {
-		c := cfg
-		c.Backends = backends
-		var err error
-		if g, err = gateway.New(c); err != nil {
-			return err
-		}
-		cfg = c
-		return nil
-	})
-	if err != nil {
+	if err := w.Set(ctx, cfg.Backends, buildGateway(&cfg, &g)); err != nil {
 		return nil, cfg, err
 	}
-	g.SetDiscovery(func() []gateway.DiscoveryStatus { return discoveryStatus(w) })
+	reportDiscovery(g, w)
 	return g, cfg, nil
+}
+
+// reportDiscovery makes w's names the gateway's to report (/readyz,
+// /debug/replicas, the tailgate_discovery_* series).
+func reportDiscovery(g *gateway.Gateway, w *discovery.Watcher) {
+	g.SetDiscovery(func() []gateway.DiscoveryStatus { return discoveryStatus(w) })
 }
 
 func discoveryStatus(w *discovery.Watcher) []gateway.DiscoveryStatus {

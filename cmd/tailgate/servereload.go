@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,9 @@ type reloader struct {
 	// certs is the client listener's certificate, with -tls-cert; set
 	// before serving starts (loadCerts), for the process's life.
 	certs *gateway.CertFiles
+	// pre are listeners bound while serve waited for its first replica
+	// (servewait.go), for serveReloading to serve.
+	pre bound
 }
 
 // current returns the flags in force. They are not to be changed: a reload
@@ -94,9 +98,11 @@ func loadServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, int, 
 		return nil, code, nil
 	}
 	if f.configFile != "" {
-		if err := applyConfigFile(fs, f.configFile); err != nil {
+		fc, err := applyConfigFile(fs, f.configFile)
+		if err != nil {
 			return nil, -1, err
 		}
+		f.fromFile, f.routes, f.routeLines = fc.lines, fc.routes, fc.routeLines
 	}
 	return f, -1, nil
 }
@@ -114,6 +120,14 @@ func (f *serveFlags) given(name string) bool {
 // configuration that fails to load or validate is logged and refused (the
 // error wraps errBadConfig), and the running one kept.
 func (r *reloader) reload(trigger string) error {
+	_, err := r.reloadReport(trigger)
+	return err
+}
+
+// reloadReport is reload, also returning a line for each changed setting
+// that waits for a restart (its running value kept), for the answer of
+// POST /-/reload.
+func (r *reloader) reloadReport(trigger string) (restart []string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.certs != nil {
@@ -122,34 +136,59 @@ func (r *reloader) reload(trigger string) error {
 		// what it did, and keeps the running one if the new does not load.
 		r.certs.Reload()
 	}
-	err := r.apply(trigger)
+	restart, err = r.apply(trigger)
 	if err != nil {
 		r.log.Error("reload failed; the running configuration is kept", "trigger", trigger, "err", err)
 	}
-	return err
+	return restart, err
 }
 
-func (r *reloader) apply(trigger string) error {
+// prepared is a configuration read again and checked, ready to apply.
+type prepared struct {
+	next *serveFlags
+	cfg  gateway.Config // with next's DNS entries unresolved
+	// changed names the flags whose change applies live; restart, those
+	// whose change waits for a restart, set back to their running values
+	// in next.
+	changed []string
+	restart []pendingFlag
+}
+
+// pendingFlag is a setting whose change needs a restart.
+type pendingFlag struct{ name, running, next string }
+
+func (p pendingFlag) String() string {
+	return fmt.Sprintf("-%s: running %q, configured %q", p.name, p.running, p.next)
+}
+
+// prepare reads the configuration again (the file, the command line over
+// it) and checks it whole, as a start would: one that would not start is
+// refused (wrapping errBadConfig), even where the settings at fault need a
+// restart, since the next start would fail on them. Of one that would,
+// the settings that need a restart keep their running values.
+func (r *reloader) prepare() (prepared, error) {
+	var p prepared
 	old := r.current()
 	next, code, err := loadServeFlags(r.args, io.Discard, io.Discard)
 	if code >= 0 {
 		err = errors.New("the command line is refused") // unreachable: it was accepted at start
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", errBadConfig, err)
+		return p, fmt.Errorf("%w: %w", errBadConfig, err)
 	}
-	var changed []string
+	if _, _, err := next.config(io.Discard); err != nil {
+		return p, fmt.Errorf("%w: %w", errBadConfig, err)
+	}
 	old.fs.VisitAll(func(fl *flag.Flag) {
 		nf := next.fs.Lookup(fl.Name)
 		if nf == nil || nf.Value.String() == fl.Value.String() {
 			return
 		}
 		if liveFlags[fl.Name] {
-			changed = append(changed, fl.Name)
+			p.changed = append(p.changed, fl.Name)
 			return
 		}
-		r.log.Warn("this setting needs a restart to change; its running value is kept", "trigger", trigger,
-			"flag", fl.Name, "running", fl.Value.String(), "new", nf.Value.String())
+		p.restart = append(p.restart, pendingFlag{fl.Name, fl.Value.String(), nf.Value.String()})
 		// Back to the running value, as the command line would set it:
 		// every flag's String is what its Set takes. Set counts it as
 		// given, which a default was not (-access-log-sample is refused
@@ -164,23 +203,38 @@ func (r *reloader) apply(trigger string) error {
 			next.kept[fl.Name] = true
 		}
 	})
+	if !reflect.DeepEqual(old.routes, next.routes) {
+		p.changed = append(p.changed, "routes") // applied live, whole or not at all
+	}
 	cfg, _, err := next.config(io.Discard) // the gateway keeps the logger it has
 	if err != nil {
-		return fmt.Errorf("%w: %w", errBadConfig, err)
+		// The running values of some settings with the new ones of
+		// others (-tied kept, -hedge-delay new): refused as a whole.
+		return p, fmt.Errorf("%w: %w", errBadConfig, err)
 	}
-	res, err := r.reloadBackends(cfg)
+	p.next, p.cfg = next, cfg
+	return p, nil
+}
+
+func (r *reloader) apply(trigger string) ([]string, error) {
+	p, err := r.prepare()
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.reloadBackends(p.cfg)
 	if errors.Is(err, gateway.ErrInvalid) {
-		return fmt.Errorf("%w: %w", errBadConfig, err)
+		return nil, fmt.Errorf("%w: %w", errBadConfig, p.next.locate(err))
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.running.Store(next)
-	if len(changed) == 0 && len(res.Added)+len(res.Removed) == 0 {
-		r.log.Info("configuration reloaded: nothing changed", "trigger", trigger, "file", next.configFile)
-		return nil
+	r.running.Store(p.next)
+	restart := r.logRestart(trigger, p.restart)
+	if len(p.changed) == 0 && len(res.Added)+len(res.Removed) == 0 {
+		r.log.Info("configuration reloaded: nothing changed", "trigger", trigger, "file", p.next.configFile)
+		return restart, nil
 	}
-	attrs := []any{"trigger", trigger, "file", next.configFile, "changed", strings.Join(changed, ",")}
+	attrs := []any{"trigger", trigger, "file", p.next.configFile, "changed", strings.Join(p.changed, ",")}
 	if len(res.Added) > 0 {
 		attrs = append(attrs, "added", strings.Join(res.Added, ","))
 	}
@@ -190,15 +244,28 @@ func (r *reloader) apply(trigger string) error {
 	r.log.Info("configuration reloaded", attrs...)
 	if len(res.Added) > 0 {
 		// As at start, for the pairs an added backend makes.
-		warnSameServer(context.Background(), r.log, cfg.Backends, res.Added)
+		warnSameServer(context.Background(), r.log, p.cfg.Backends, res.Added)
 	}
-	return nil
+	return restart, nil
+}
+
+// logRestart logs each setting whose change waits for a restart, and
+// returns them as lines.
+func (r *reloader) logRestart(trigger string, pending []pendingFlag) []string {
+	var lines []string
+	for _, p := range pending {
+		r.log.Warn("this setting needs a restart to change; its running value is kept", "trigger", trigger,
+			"flag", p.name, "running", p.running, "new", p.next)
+		lines = append(lines, p.String())
+	}
+	return lines
 }
 
 // reloadHandler serves POST /-/reload, as Prometheus does: off unless
 // -enable-reload-endpoint (403 then, saying so), 405 for other methods,
-// 200 once reloaded, 400 with the reason for a configuration refused,
-// 500 for another failure.
+// 200 once reloaded (with the changes that wait for a restart, if any),
+// 400 with the reasons for a configuration refused, 500 for another
+// failure.
 func reloadHandler(r *reloader) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPost {
@@ -210,7 +277,8 @@ func reloadHandler(r *reloader) http.Handler {
 			http.Error(w, "the reload endpoint is off: turn it on with -enable-reload-endpoint (or send SIGHUP)", http.StatusForbidden)
 			return
 		}
-		if err := r.reload("POST /-/reload"); err != nil {
+		restart, err := r.reloadReport("POST /-/reload")
+		if err != nil {
 			code := http.StatusInternalServerError
 			if errors.Is(err, errBadConfig) {
 				code = http.StatusBadRequest
@@ -220,5 +288,13 @@ func reloadHandler(r *reloader) http.Handler {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "reloaded\n")
+		if len(restart) > 0 {
+			// Said in the answer, not only in the log: whoever reloads
+			// learns that these changes are not in force yet.
+			io.WriteString(w, "these changes need a restart (their running values are kept):\n")
+			for _, l := range restart {
+				io.WriteString(w, "  "+l+"\n")
+			}
+		}
 	})
 }

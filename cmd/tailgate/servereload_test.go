@@ -344,3 +344,40 @@ func TestReloadKeepsLogSettings(t *testing.T) {
 		t.Errorf("%d reloads logged, want 2:\n%s", n, s.logs.String())
 	}
 }
+
+// A reload checks the file whole, as a start would: one that the next
+// start would refuse (settings that need a restart included) is refused
+// whole, with every error, by SIGHUP (logged) and POST /-/reload (400),
+// and nothing of it applies; one that would start applies, and the answer
+// names the changes that wait for a restart.
+func TestReloadRefusesWhatAStartWould(t *testing.T) {
+	rs := newReplicas(t, 1)
+	one := loopback + "backends: [" + rs.url(0) + "]\n"
+	s := startServed(t, one, "-enable-reload-endpoint")
+	reload := "http://" + s.admin + "/-/reload"
+	s.rewrite(t, one+"hedge-delay: 7ms\nmax-conns: -1\nlog-format: jsno\n")
+	code, body, _ := do(t, "POST", reload)
+	for _, want := range []string{":5: -max-conns -1 must be at least 1", `:6: -log-format "jsno": want text or json`} {
+		if code != http.StatusBadRequest || !strings.Contains(body, want) {
+			t.Errorf("POST: %d %q; want 400 with %q", code, body, want)
+		}
+	}
+	if d := s.g.Classes().Policy().Delay; d == 7*time.Millisecond || s.r.current().delay != "auto" {
+		t.Errorf("the refused file's hedge-delay applied: %v", d)
+	}
+	s.rewrite(t, "listen: 127.0.0.1:99999\nadmin: 127.0.0.1:0\nbackends: ["+rs.url(0)+"]\n")
+	s.hup <- syscall.SIGHUP
+	s.waitLog(t, `level=ERROR msg="reload failed; the running configuration is kept" trigger=SIGHUP err=".*:1: -listen \\"127.0.0.1:99999\\": want host:port`)
+
+	s.rewrite(t, "listen: 127.0.0.1:1\nadmin: 127.0.0.1:0\nbackends: ["+rs.url(0)+"]\nmax-conns: 5000\nhedge-delay: 7ms\n")
+	code, body, _ = do(t, "POST", reload)
+	want := "reloaded\nthese changes need a restart (their running values are kept):\n" +
+		"  -listen: running \"127.0.0.1:0\", configured \"127.0.0.1:1\"\n" +
+		"  -max-conns: running \"10000\", configured \"5000\"\n"
+	if code != http.StatusOK || body != want {
+		t.Errorf("POST: %d %q; want 200 %q", code, body, want)
+	}
+	if d := s.g.Classes().Policy().Delay; d != 7*time.Millisecond {
+		t.Errorf("hedge-delay %v after the reload, want 7ms", d)
+	}
+}

@@ -144,8 +144,89 @@ func ParseAll(raw []string) ([]Spec, error) {
 //
 // Set returns an error, changing nothing, when an entry does not parse,
 // when apply does, or, without calling apply, when there is no replica at
-// all (wrapping ErrNoBackends, with why).
+// all (wrapping ErrNoBackends, with why). The one change then: at the
+// first Set (nothing applied yet) the entries are kept, for State to
+// report and Await to go on from.
 func (w *Watcher) Set(ctx context.Context, raw []string, apply func([]string) error) error {
+	return w.set(ctx, raw, apply, false)
+}
+
+// Await is Set for a start that may come before its names have records
+// (a gateway's pods started before the replicas'): while raw gives no
+// replica, it keeps the entries (State says why each gives none) and
+// resolves each again as it falls due, as Run would, logging a name's
+// problem once rather than at each try; it returns once apply has taken
+// the first replicas, or with ctx's error, or another error of Set's. It
+// goes on from a Set that found no replica (at start: see Set): the names
+// that Set resolved are resolved again when due, not at once; a name new
+// to the watcher, at once.
+func (w *Watcher) Await(ctx context.Context, raw []string, apply func([]string) error) error {
+	specs, err := ParseAll(raw)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(specs, func(s Spec) bool { return s.Kind != Static }) {
+		return w.Set(ctx, raw, apply) // no name to wait for
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if at := w.resumeAt(specs); !at.IsZero() {
+			timer.Reset(time.Until(at))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+		err := w.set(ctx, raw, apply, true)
+		if ctx.Err() != nil {
+			return ctx.Err() // a lookup cut short is not the names' answer
+		}
+		if !errors.Is(err, ErrNoBackends) {
+			return err
+		}
+	}
+}
+
+// resumeAt returns when the soonest of specs' DNS entries falls due, or
+// zero when one of them has no state yet (it is to be resolved now).
+func (w *Watcher) resumeAt(specs []Spec) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var at time.Time
+	for _, s := range specs {
+		if s.Kind == Static {
+			continue
+		}
+		e := w.entries[s.Raw]
+		if e == nil {
+			return time.Time{}
+		}
+		if at.IsZero() || e.next.Before(at) {
+			at = e.next
+		}
+	}
+	return at
+}
+
+// due returns when the soonest entry is resolved again (zero: none is).
+func (w *Watcher) due() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var next time.Time
+	for _, e := range w.entries {
+		if next.IsZero() || e.next.Before(next) {
+			next = e.next
+		}
+	}
+	return next
+}
+
+// set is Set; with keepEmpty, a round that gives no replica keeps the
+// entries it resolved (for Await's next round, and for State), still
+// without calling apply.
+func (w *Watcher) set(ctx context.Context, raw []string, apply func([]string) error, keepEmpty bool) error {
 	specs, err := ParseAll(raw)
 	if err != nil {
 		return err
@@ -175,6 +256,12 @@ func (w *Watcher) Set(ctx context.Context, raw []string, apply func([]string) er
 		}
 	}
 	merged := merge(specs, entries)
+	if len(merged) == 0 && (keepEmpty || w.backends == nil) {
+		// Nothing applied yet (a start), or Await's: nothing to keep
+		// as it was, and the entries' state (when each falls due, what
+		// was logged) is Await's to go on from.
+		w.specs, w.entries = specs, entries
+	}
 	w.mu.Unlock()
 	if len(merged) == 0 {
 		return fmt.Errorf("%w: %s", ErrNoBackends, strings.Join(problems, "; "))
@@ -199,14 +286,7 @@ func (w *Watcher) Run(ctx context.Context, apply func([]string) error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		w.mu.Lock()
-		var next time.Time
-		for _, e := range w.entries {
-			if next.IsZero() || e.next.Before(next) {
-				next = e.next
-			}
-		}
-		w.mu.Unlock()
+		next := w.due()
 		timer.Stop()
 		var due <-chan time.Time
 		if !next.IsZero() {

@@ -168,7 +168,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Never asked for (see Transport.handles): the rest of the stream
 		// is handed over as net/http does, for the caller to refuse
-		// (hedge.RefuseStrayUpgrade); the connection is never reused.
+		// (internal/upgrade); the connection is never reused.
 		resp.Body = &upgradeBody{c: c, stop: stop}
 		return resp, nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/memnet"
+	"github.com/tailgate-dev/tailgate/internal/upgrade"
 )
 
 const okResp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -190,10 +191,10 @@ func TestStraySwitchingProtocols(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("%v, %v; want a 101", resp, err)
 	}
-	if err := hedge.RefuseStrayUpgrade(req, resp); !errors.Is(err, hedge.ErrUnexpectedUpgrade) {
-		t.Fatalf("RefuseStrayUpgrade: %v; want ErrUnexpectedUpgrade", err)
+	if err := upgrade.RefuseStray(req, resp); !errors.Is(err, hedge.ErrUnexpectedUpgrade) {
+		t.Fatalf("RefuseStray: %v; want ErrUnexpectedUpgrade", err)
 	}
-	s.waitClosed(t, 1) // RefuseStrayUpgrade closed the body, so the connection
+	s.waitClosed(t, 1) // RefuseStray closed the body, so the connection
 }
 
 // 100 Continue and 103 Early Hints before the answer are skipped, and the

@@ -138,11 +138,10 @@ func (r *rotating) RoundTrip(req *http.Request) (*http.Response, error) {
 		first = int(r.next.Add(1)-1) % r.n
 	}
 	resp, err := r.t.RoundTripWith(req, r.h, rotation{first: first, n: r.n})
-	var refused *hedge.RefusedError
-	if errors.As(err, &refused) {
-		return refused.Response, nil
+	if resp != nil {
+		return resp, nil // the last refused, when err is not nil
 	}
-	return resp, err
+	return nil, err
 }
 
 // rotation steers attempt i of a read to target (first+i) mod n.

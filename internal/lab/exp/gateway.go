@@ -1,7 +1,6 @@
 package exp
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,13 +57,11 @@ func counters(g prometheus.Gatherer, name, label string) map[string]float64 {
 // through the real gateway as a client would. It returns the gateway's
 // base URL and a function that stops serving.
 func ServeGateway(g *gateway.Gateway) (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
+	if url, err = serveLoopback(srv); err != nil {
 		return "", nil, err
 	}
-	srv := g.PlainServer(gateway.ServerConfig{}) // as tailgate serve serves plain-HTTP clients
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+	return url, func() { srv.Close() }, nil
 }
 
 // GatewayClient is the client that reads through a gateway: the hedging

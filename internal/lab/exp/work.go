@@ -2,6 +2,7 @@ package exp
 
 import (
 	"math"
+	"net/http"
 
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 )
@@ -37,6 +38,15 @@ func WorkBetween(before, after fixture.Stats, clientAttempts int64, requests int
 		w.PerRequest = float64(w.Started) / float64(requests)
 	}
 	return w
+}
+
+// CloseIdle returns rt's CloseIdleConnections, or a function that does
+// nothing when rt has none: for fixture.QuiesceAll.
+func CloseIdle(rt http.RoundTripper) func() {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		return c.CloseIdleConnections
+	}
+	return func() {}
 }
 
 // Round2 rounds a figure to two decimals, as reports give shares in %.

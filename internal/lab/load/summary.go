@@ -80,14 +80,10 @@ func (m jsonMs) MarshalJSON() ([]byte, error) {
 // Summarize computes a Summary; the run lasted elapsed.
 func Summarize(outs []Outcome, elapsed time.Duration) Summary {
 	s := Summary{Requests: len(outs)}
-	// Every request has a latency here; those without a good answer +Inf.
-	lat := make([]float64, 0, len(outs))
 	for _, o := range outs {
 		switch {
 		case o.Err == nil:
 			s.Succeeded++
-			lat = append(lat, Ms(o.Latency))
-			continue
 		case errors.Is(o.Err, ErrDropped):
 			s.Dropped++
 		default:
@@ -96,10 +92,8 @@ func Summarize(outs []Outcome, elapsed time.Duration) Summary {
 				s.FirstError = o.Err.Error()
 			}
 		}
-		lat = append(lat, math.Inf(1))
 	}
-	if len(lat) > 0 {
-		slices.Sort(lat)
+	if lat := SortedMs(outs); len(lat) > 0 {
 		s.P50Ms, s.P90Ms, s.P99Ms = Rank(lat, 0.5), Rank(lat, 0.9), Rank(lat, 0.99)
 		s.P999Ms, s.MaxMs = Rank(lat, 0.999), lat[len(lat)-1]
 	} else {
@@ -111,6 +105,22 @@ func Summarize(outs []Outcome, elapsed time.Duration) Summary {
 		s.GoodputPerSec = math.Round(float64(s.Succeeded)/elapsed.Seconds()*10) / 10
 	}
 	return s
+}
+
+// SortedMs returns every outcome's latency in ms, sorted, as Summarize
+// ranks them: those without a good answer (failed, dropped) +Inf, at the
+// end.
+func SortedMs(outs []Outcome) []float64 {
+	lat := make([]float64, 0, len(outs))
+	for _, o := range outs {
+		if o.Err == nil {
+			lat = append(lat, Ms(o.Latency))
+		} else {
+			lat = append(lat, math.Inf(1))
+		}
+	}
+	slices.Sort(lat)
+	return lat
 }
 
 // LatenciesMs returns the latencies of the successful outcomes, in ms: the

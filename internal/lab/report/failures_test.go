@@ -66,15 +66,19 @@ func TestLongStringsWrap(t *testing.T) {
 			rules[strings.TrimSpace(sel)] += m[2] + ";"
 		}
 	}
-	for _, sel := range []string{"h1", "h2", "p", "caption", "th", "td", "figcaption"} {
-		// Headers break only words too long for any column (break-word
-		// keeps a short word like "agrees" whole); the rest anywhere.
-		if !strings.Contains(rules[sel], "overflow-wrap:anywhere") && !(sel == "th" && strings.Contains(rules[sel], "overflow-wrap:break-word")) {
+	for _, sel := range []string{"h1", "h2", "p", "caption", "th.w", "td.w", "figcaption"} {
+		// Table cells break anywhere only when they hold a word too long
+		// for any column (class w); elsewhere break-word keeps a short
+		// word like "frontier" whole (TestTableCellsKeepWords).
+		if !strings.Contains(rules[sel], "overflow-wrap:anywhere") {
 			t.Errorf("%s does not wrap long words: %q", sel, rules[sel])
 		}
 		if strings.Contains(rules[sel], "white-space:nowrap") {
 			t.Errorf("%s cannot wrap: %q", sel, rules[sel])
 		}
+	}
+	if !strings.Contains(doc, `<td class="w">`+long) || !strings.Contains(doc, `<th scope="col" class="w">`+long) {
+		t.Errorf("the long cells are not marked to break anywhere")
 	}
 	// Numbers still do not break.
 	if !strings.Contains(rules["td.r"], "white-space:nowrap") {

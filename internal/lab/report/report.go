@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Point is one data point of a Series.
@@ -243,7 +244,10 @@ func (r *renderer) table(t Table) {
 			if c < len(t.Columns) {
 				col = t.Columns[c]
 			}
-			r.w("<th scope=\"col\"", alignAttr(align[c], "left"), ">", esc(col), "</th>")
+			// A heading may break after a slash ("attempts/read"):
+			// numeric columns do not wrap, and their headings would
+			// otherwise set their width.
+			r.w("<th scope=\"col\"", cellClass(align[c], "left", col), ">", strings.ReplaceAll(esc(col), "/", "/<wbr>"), "</th>")
 		}
 		r.w("</tr></thead>\n")
 	}
@@ -259,28 +263,50 @@ func (r *renderer) table(t Table) {
 			if IsNumeric(cell) {
 				def = "right"
 			}
-			r.w("<td", alignAttr(align[c], def), ">", esc(cell), "</td>")
+			r.w("<td", cellClass(align[c], def, cell), ">", esc(cell), "</td>")
 		}
 		r.w("</tr>\n")
 	}
 	r.w("</tbody>\n</table></div>\n")
 }
 
-func alignAttr(a, def string) string {
+// longWord is the length from which a word in a cell may break anywhere:
+// a model spec or a URL would otherwise widen its column past the page.
+const longWord = 24
+
+// cellClass returns a cell's class attribute: its alignment (a, or def),
+// and "w" when it holds a word of longWord characters or more.
+func cellClass(a, def, text string) string {
 	if a == "" {
 		a = def
 	}
+	var class []string
 	switch a {
 	case "right":
-		return ` class="r"`
+		class = append(class, "r")
 	case "center":
-		return ` class="c"`
+		class = append(class, "c")
 	}
-	return ""
+	for _, word := range strings.Fields(text) {
+		if utf8.RuneCountInString(word) >= longWord {
+			class = append(class, "w")
+			break
+		}
+	}
+	if class == nil {
+		return ""
+	}
+	return ` class="` + strings.Join(class, " ") + `"`
 }
 
 // css is the page's only styling. Plots carry their colours as SVG
-// attributes, so they keep them when copied out of the page.
+// attributes, so they keep them when copied out of the page. Table cells
+// wrap between words only (overflow-wrap:break-word, which, unlike
+// anywhere, keeps a column as wide as its longest word: a narrow column
+// split "frontier" as "frontie/r"), but for a cell with a word too long
+// for any column (class w: a model spec, a URL), which breaks anywhere; figures do not wrap, their headings
+// do, so that a heading ("extra attempts %") is no wider than its
+// figures; and a wide table scrolls within the page rather than past it.
 const css = `:root{color-scheme:light}
 *{box-sizing:border-box}
 body{margin:0;background:#f3f4f6;color:#1b1f24;font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;-webkit-text-size-adjust:100%}
@@ -303,15 +329,17 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",
 figcaption{font-size:.92rem;color:#374151;margin:.3rem 0 0;max-width:80ch}
 .footnote{display:block;color:#6b7280;font-size:.8rem;margin-top:.2rem}
 .series:hover polyline{stroke-width:3.5}
-h1,h2,p,caption,figcaption,td,.toc li{overflow-wrap:anywhere}
-th{overflow-wrap:break-word}
+h1,h2,p,caption,figcaption,.toc li{overflow-wrap:anywhere}
+th,td{overflow-wrap:break-word}
+th.w,td.w{overflow-wrap:anywhere}
 .tablewrap{overflow-x:auto;margin:1.2rem 0 2rem}
 table{border-collapse:collapse;font-size:.9rem;font-variant-numeric:tabular-nums;min-width:60%}
 caption{text-align:left;font-weight:600;padding:0 0 .45rem}
-th,td{padding:.38rem .85rem;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
+th,td{padding:.38rem .6rem;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
 th{background:#f3f4f6;border-bottom:2px solid #9ca3af;font-weight:600}
 tbody tr:nth-child(even){background:#fafafa}
-th.r,td.r{text-align:right;white-space:nowrap}
+th.r,td.r{text-align:right}
+td.r{white-space:nowrap}
 th.c,td.c{text-align:center}
 @media (max-width:640px){main{padding:20px 14px 40px}.toc ol{columns:1}}
 @media print{body{background:#fff}main{max-width:none;padding:0;min-height:0}figure,.tablewrap,tr{break-inside:avoid}h2{break-after:avoid}.toc a{color:inherit}}

@@ -666,3 +666,25 @@ func TestNoLineSeriesDrawsOnlyMarkers(t *testing.T) {
 		t.Errorf("%d circles, want 4", n)
 	}
 }
+
+// A table's cells wrap between words only, so that a narrow column keeps
+// "frontier" whole, and a heading may break after a slash, so that a
+// numeric column ("attempts/read") is no wider than its figures.
+func TestTableCellsKeepWords(t *testing.T) {
+	var b strings.Builder
+	err := RenderHTML(&b, Page{Title: "t", Sections: []Section{{Heading: "s", Tables: []Table{{
+		Columns: []string{"", "attempts/read", "mark"}, Rows: [][]string{{"fixed 10ms", "1.30", "frontier"}}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, rule := range regexp.MustCompile(`(?m)^[^{}\n]*\{[^}]*\}`).FindAllString(page, -1) {
+		sel, _, _ := strings.Cut(rule, "{")
+		if strings.Contains(rule, "overflow-wrap:anywhere") && regexp.MustCompile(`(^|,)\s*(td|th)\s*(,|$)`).MatchString(sel) {
+			t.Errorf("table cells may break inside a word: %s", rule)
+		}
+	}
+	if !strings.Contains(page, ">attempts/<wbr>read</th>") || !strings.Contains(page, ">frontier</td>") {
+		t.Errorf("table:\n%s", page[strings.Index(page, "<table>"):])
+	}
+}

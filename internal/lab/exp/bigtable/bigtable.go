@@ -196,8 +196,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Setup: newSetup("bigtable", cfg, model, cfg.Operations, cfg.Rate)}
 
 	shards := cfg.Servers
-	servers, fixtures, err := fixture.StartShards(cfg.Servers, 1, model, cfg.Seed)
-	defer fixture.CloseAll(fixtures)
+	var rig exp.Rig
+	defer rig.Close()
+	servers, fixtures, err := rig.StartShards(cfg.Servers, 1, model, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +207,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for s := range urls {
 		urls[s] = []string{servers[s][0], servers[(s+cfg.Servers/2)%cfg.Servers][0]}
 	}
-	base := hedge.NewBaseTransport()
+	base := rig.Transport()
 	base.MaxIdleConns = 0 // no overall cap: every server keeps its own pool
 	base.MaxIdleConnsPerHost = 256
-	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: base, Timeout: 10 * time.Second}
 
 	budget, err := hedge.NewBudget(cfg.BudgetFraction, float64(shards))

@@ -25,17 +25,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Header: exp.Start("compare", cfg.Seed)}
+	var rig exp.Rig
+	defer rig.Close()
 	var fixtures []*fixture.Fixture
 	if cfg.Primary == "" {
 		for i, d := range fixtureLatency {
-			f, err := fixture.Start(fixture.Config{Name: []string{"primary", "secondary"}[i], Model: fixture.Constant(d), Seed: cfg.Seed + uint64(i)})
+			f, err := rig.Start(fixture.Config{Name: []string{"primary", "secondary"}[i], Model: fixture.Constant(d), Seed: cfg.Seed + uint64(i)})
 			if err != nil {
-				fixture.CloseAll(fixtures)
 				return nil, err
 			}
 			fixtures = append(fixtures, f)
 		}
-		defer fixture.CloseAll(fixtures)
 		cfg.Primary, cfg.Secondary = fixtures[0].URL()+"/item", fixtures[1].URL()+"/item"
 	}
 	var endpoints []endpoint
@@ -51,8 +51,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Primary: cfg.Primary, Secondary: cfg.Secondary, Fixtures: fixtures != nil,
 		Policy: "at most 2 attempts, fixed delay, budget and gate open (every read may hedge), 64 KiB, 2 s ceiling",
 	}
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	base := rig.Transport()
 
 	var work FixtureWork
 	budget, err := hedge.NewBudget(1, float64(cfg.Samples))
@@ -191,7 +190,9 @@ func runSide(ctx context.Context, cfg Config, base http.RoundTripper, fixtures [
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The sides share the fixtures: what a side's cancelled losers wrote
+	// must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, exp.CloseIdle(base)); err != nil {
 		return Side{}, nil, nil, exp.Work{}, err
 	}
 	side := Side{Summary: load.Summarize(outs, elapsed)}

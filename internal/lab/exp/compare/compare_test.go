@@ -29,8 +29,15 @@ func TestCompareWithFixturesReconciles(t *testing.T) {
 		t.Errorf("sides: %+v %+v", rep.Baseline, rep.Hedged)
 	}
 	// The primary takes 80ms, so every hedged read hedges and the 5ms
-	// secondary wins; the primaries keep working: wasted work, counted.
-	if w.Hedged.Started != 60 || w.Hedged.CompletedAfterCancel != 30 || w.Hedged.Unreconciled != 0 || w.Baseline.Unreconciled != 0 {
+	// secondary wins; the primaries keep working: wasted work, counted,
+	// each one a cancellation the fixture saw. On a busy machine a read
+	// may stall long enough that its primary finishes before the
+	// cancellation reaches it (work done, none wasted), or that its hedge
+	// is cancelled before it is written (an attempt no fixture saw:
+	// unreconciled); most reads do neither.
+	h := w.Hedged
+	if w.Baseline.Unreconciled != 0 || h.Started+h.Unreconciled != 60 || h.Unreconciled > 3 ||
+		h.CompletedAfterCancel != h.CancellationsObserved || h.CompletedAfterCancel < 20 || h.CompletedAfterCancel > 30 {
 		t.Errorf("work %+v", w)
 	}
 	if len(rep.Receipts.Hedged) != 30 || rep.Receipts.Hedged[0].WinnerAttempt != 1 || rep.Receipts.Hedged[0].Version != 1 {

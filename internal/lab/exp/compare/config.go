@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/internal/target"
 )
 
 // Config configures the compare experiment. Zero fields take the
@@ -88,9 +88,9 @@ func parseEndpoint(s string) (endpoint, error) {
 	}
 	t := *u
 	t.RawQuery, t.ForceQuery = "", false
-	target, err := hedge.ParseTarget(t.String())
+	base, err := target.Parse(t.String())
 	if err != nil {
 		return endpoint{}, fmt.Errorf("lab: endpoint %q: %w", s, err)
 	}
-	return endpoint{url: u, target: target.String()}, nil
+	return endpoint{url: u, target: base.String()}, nil
 }

@@ -128,7 +128,7 @@ func crossCheck(policy string, q float64, sorted []float64, simulated, alpha flo
 		c.LoopbackMs = -1 // JSON has no infinity; a failed quantile never agrees
 		return c
 	}
-	lo, hi := quantileRanks(n, q, alpha)
+	lo, hi := load.QuantileRanks(n, q, alpha)
 	c.Agrees = true
 	if lo >= 1 {
 		v := exp.Round2(sorted[lo-1]*(1-crossCheckSlackFraction) - crossCheckSlackMs)
@@ -141,44 +141,6 @@ func crossCheck(policy string, q float64, sorted []float64, simulated, alpha flo
 		c.Agrees = c.Agrees && simulated <= v
 	}
 	return c
-}
-
-// quantileRanks returns the 1-based ranks lo and hi of a distribution-free
-// confidence interval [x(lo), x(hi)] for the q-quantile of n samples, at
-// level at least 1-alpha: the number of samples below the true quantile
-// is Binomial(n, q), and each tail outside the ranks has at most alpha/2.
-// lo < 1 or hi > n means that side is unbounded.
-func quantileRanks(n int, q, alpha float64) (lo, hi int) {
-	cdf := binomialCDF(n, q)
-	lo = 0 // largest k with P(B <= k-1) <= alpha/2
-	for k := 1; k <= n; k++ {
-		if cdf[k-1] > alpha/2 {
-			break
-		}
-		lo = k
-	}
-	hi = n + 1 // smallest k with P(B >= k) <= alpha/2
-	for k := n; k >= 1; k-- {
-		if 1-cdf[k-1] > alpha/2 {
-			break
-		}
-		hi = k
-	}
-	return lo, hi
-}
-
-// binomialCDF returns P(B <= k) for k = 0..n, B ~ Binomial(n, p).
-func binomialCDF(n int, p float64) []float64 {
-	cdf := make([]float64, n+1)
-	lgn, _ := math.Lgamma(float64(n + 1))
-	sum := 0.0
-	for k := 0; k <= n; k++ {
-		lk, _ := math.Lgamma(float64(k + 1))
-		lnk, _ := math.Lgamma(float64(n - k + 1))
-		sum += math.Exp(lgn - lk - lnk + float64(k)*math.Log(p) + float64(n-k)*math.Log1p(-p))
-		cdf[k] = min(sum, 1)
-	}
-	return cdf
 }
 
 // ArithmeticCheck compares the simulator with the arithmetic of fan-out:

@@ -99,14 +99,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Setup: newSetup("fanout", cfg, sample, cfg.Requests, cfg.Rate)}
 
-	urls, fixtures, err := fixture.StartShards(cfg.Shards, 2, cfg.Model, cfg.Seed)
-	defer fixture.CloseAll(fixtures)
+	var rig exp.Rig
+	defer rig.Close()
+	urls, fixtures, err := rig.StartShards(cfg.Shards, 2, cfg.Model, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: base, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: rig.Transport(), Timeout: 10 * time.Second}
 	// A step per policy, then one for the simulation and the cross-check.
 	specs := cfg.specs()
 	err = exp.Run(ctx, &rep.Header, len(specs)+1, cfg.Progress, func(i int) error {
@@ -191,7 +190,9 @@ func RunPolicy(ctx context.Context, f *fanout.Fanout, client *http.Client, urls 
 	if err := ctx.Err(); err != nil {
 		return Policy{}, err
 	}
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The policies share the fixtures: what a policy's cancelled shards
+	// wrote must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, client.CloseIdleConnections); err != nil {
 		return Policy{}, err
 	}
 	fp := Policy{Summary: load.Summarize(outs, elapsed), latencies: load.LatenciesMs(outs)}

@@ -10,52 +10,15 @@ import (
 
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
 )
-
-func TestQuantileRanksCoverAtTheirLevel(t *testing.T) {
-	for _, c := range []struct {
-		n int
-		q float64
-	}{{300, 0.5}, {300, 0.9}, {300, 0.99}, {1000, 0.999}, {20, 0.5}, {5, 0.5}} {
-		lo, hi := quantileRanks(c.n, c.q, 0.01)
-		cdf := binomialCDF(c.n, c.q)
-		at := func(k int) float64 { // P(B <= k)
-			if k < 0 {
-				return 0
-			}
-			return cdf[min(k, c.n)]
-		}
-		// The interval [x(lo), x(hi)] misses the quantile when fewer than
-		// lo or at least hi samples lie below it.
-		miss := at(lo-1) + (1 - at(hi-1))
-		if miss > 0.01+1e-9 {
-			t.Errorf("n=%d q=%v: ranks %d..%d miss with probability %v", c.n, c.q, lo, hi, miss)
-		}
-		// And they are the tightest: one rank closer on either side
-		// would miss more than alpha/2 on that side.
-		if lo >= 0 && lo < c.n && at(lo) <= 0.005 {
-			t.Errorf("n=%d q=%v: lo %d could be %d", c.n, c.q, lo, lo+1)
-		}
-		if hi <= c.n && hi > 1 && 1-at(hi-2) <= 0.005 {
-			t.Errorf("n=%d q=%v: hi %d could be %d", c.n, c.q, hi, hi-1)
-		}
-	}
-	// 300 samples cannot bound a p99 from above at 99%.
-	if _, hi := quantileRanks(300, 0.99, 0.01); hi != 301 {
-		t.Errorf("p99 of 300: hi %d, want unbounded", hi)
-	}
-	// Nor 5 samples a median from either side.
-	if lo, hi := quantileRanks(5, 0.5, 0.01); lo != 0 || hi != 6 {
-		t.Errorf("median of 5: %d..%d, want unbounded both ways", lo, hi)
-	}
-}
 
 func TestCrossCheckBounds(t *testing.T) {
 	x := make([]float64, 300)
 	for i := range x {
 		x[i] = float64(i + 1) // 1..300 ms
 	}
-	lo, hi := quantileRanks(300, 0.5, 0.01)
+	lo, hi := load.QuantileRanks(300, 0.5, 0.01)
 	low, high := x[lo-1]*0.9-2, x[hi-1]*1.1+2
 	for _, c := range []struct {
 		sim  float64

@@ -26,19 +26,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	capacity := cfg.capacity()
 	rep := &Report{Header: exp.Start("overload", cfg.Seed), Capacity: capacity, DelayMs: load.Ms(cfg.Delay), DurationMs: load.Ms(cfg.Duration)}
-	var all []*fixture.Fixture
-	defer func() { fixture.CloseAll(all) }()
+	var rig exp.Rig
+	defer rig.Close()
 	// pair starts the two replicas; with lowHedges, they serve queued
 	// hedges only when no primary waits.
 	pair := func(lowHedges bool) ([]*fixture.Fixture, error) {
 		var fs []*fixture.Fixture
 		for i := range 2 {
-			f, err := fixture.Start(fixture.Config{Name: []string{"replica-a", "replica-b"}[i], Model: fixture.Constant(cfg.Service),
+			f, err := rig.Start(fixture.Config{Name: []string{"replica-a", "replica-b"}[i], Model: fixture.Constant(cfg.Service),
 				Seed: cfg.Seed + uint64(i), Capacity: cfg.Workers, StopOnCancel: false, DeprioritizeHedges: lowHedges})
 			if err != nil {
 				return nil, err
 			}
-			all = append(all, f)
 			fs = append(fs, f)
 		}
 		return fs, nil
@@ -55,8 +54,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		conds = append(conds, hedgingUnboundedLow)
 	}
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	base := rig.Transport()
 	// Each condition has one client for the whole run, as a service has:
 	// the gate meets each load with what it learned at the loads before,
 	// and only the first load finds it cold.
@@ -89,7 +87,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // receipts count.
 type overloadClient struct {
 	client                         *http.Client
-	hedger                         *hedge.Hedger // nil without hedging
+	base                           http.RoundTripper // the client's, shared by the conditions
+	hedger                         *hedge.Hedger     // nil without hedging
 	launched, receipts, suppressed atomic.Int64
 }
 
@@ -102,7 +101,7 @@ func newOverloadClient(cfg Config, c condition, base http.RoundTripper, targets 
 		b, _ := hedge.NewBudget(1, 1e6)
 		p.Budget, p.Gate = b, hedge.Gate{Disabled: true}
 	}
-	oc := &overloadClient{}
+	oc := &overloadClient{base: base}
 	var err error
 	oc.client, err = hedge.NewClient(hedge.TransportConfig{
 		Base: base, Policy: p, Targets: targets, Accept: exp.AcceptValue,
@@ -150,7 +149,9 @@ func runPoint(ctx context.Context, cfg Config, c condition, rate float64, seed u
 	// Receipts arrive once each read's losers are accounted for; let
 	// queues drain before the next point.
 	pt.ReceiptsMissing = exp.AwaitReceipts(ctx, &oc.receipts, offer.Requests-pt.Dropped)
-	if err := fixture.SettleAll(ctx, fixtures); err != nil {
+	// The points share the fixtures: what a point's cancelled losers
+	// wrote must be counted as its, not the next one's.
+	if err := fixture.QuiesceAll(ctx, fixtures, exp.CloseIdle(oc.base)); err != nil {
 		return Point{}, err
 	}
 	n := oc.launched.Load()

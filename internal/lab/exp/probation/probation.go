@@ -124,38 +124,27 @@ func runOne(ctx context.Context, cfg Config, setup runSetup, on bool, progress f
 		run.Condition = withProbation
 	}
 	log := &arrivalLog{}
+	var rig exp.Rig
+	defer rig.Close()
 	var fixtures []*fixture.Fixture
-	defer func() { fixture.CloseAll(fixtures) }()
 	var backends []string
 	for i := range setup.Replicas {
 		m := cfg.Model
 		if i == setup.DegradedIndex {
 			m = fixture.Phase{From: cfg.DegradeFrom, To: cfg.DegradeTo, Factor: cfg.Factor, Base: cfg.Model}
 		}
-		f, err := fixture.Start(fixture.Config{Name: setup.ReplicaNames[i], Model: m, Seed: setup.FixtureSeeds[i], Middleware: log.wrap(i)})
+		f, err := rig.Start(fixture.Config{Name: setup.ReplicaNames[i], Model: m, Seed: setup.FixtureSeeds[i], Middleware: log.wrap(i)})
 		if err != nil {
 			return run, err
 		}
 		fixtures = append(fixtures, f)
 		backends = append(backends, f.URL())
 	}
-	g, err := gateway.New(gatewayConfig(cfg, setup, backends, on))
+	g, front, err := rig.Gateway(gatewayConfig(cfg, setup, backends, on))
 	if err != nil {
 		return run, err
 	}
-	gClosed := false
-	defer func() {
-		if !gClosed {
-			g.Close()
-		}
-	}()
-	front, stopServing, err := exp.ServeGateway(g)
-	if err != nil {
-		return run, err
-	}
-	defer stopServing()
-	client := exp.GatewayClient(time.Duration(setup.TimeoutMs*float64(time.Millisecond)) + 5*time.Second)
-	defer client.CloseIdleConnections()
+	client := rig.GatewayClient(time.Duration(setup.TimeoutMs*float64(time.Millisecond)) + 5*time.Second)
 	front += "/item?id="
 
 	offer := load.Config{Requests: setup.Reads, Rate: cfg.Rate, Seed: setup.ArrivalSeed}
@@ -205,8 +194,16 @@ func runOne(ctx context.Context, cfg Config, setup runSetup, on bool, progress f
 		return run, err
 	}
 	poller.poll(time.Now())
-	g.Close()
-	gClosed = true
+	// Then the gateway stops (its counters final) and lets its backend
+	// connections go, and every request it wrote is read before the
+	// arrivals are counted: on a busy machine a loser written late may
+	// still be in a socket, and would count as sent, not received. Close
+	// is called at each look for a connection a loser gave back late; done
+	// once, it only releases idle connections (this gateway has no
+	// affinity mode), as it does again when the rig closes.
+	if err := fixture.QuiesceAll(ctx, fixtures, g.Close); err != nil {
+		return run, err
+	}
 	if progress != nil {
 		progress(math.MaxInt)
 	}

@@ -116,6 +116,7 @@ type read struct {
 	// the gateway's steering.
 	route    replica.Route
 	useRoute bool
+	picked   [hedge.MaxAttemptsCap]time.Time // route: when each attempt was picked
 	tickets  [hedge.MaxAttemptsCap]replica.Ticket
 }
 
@@ -175,7 +176,7 @@ func (r *router) pick(rd *read, a hedge.Attempt, used []int) (int, bool) {
 			return 0, false
 		}
 		r.fallbacks.Add(int64(rd.route.Fallbacks() - before))
-		rd.tickets[a.Index] = rd.route.Ticket(a.Index)
+		rd.picked[a.Index] = now
 		r.launched.Add(1)
 		r.attempts[rd.id].Add(1)
 		return i, true
@@ -241,7 +242,11 @@ func (r *router) do(ctx context.Context, rd *read) (int, error) {
 			case err != nil:
 				o = replica.Failure
 			}
-			r.set.Done(rd.tickets[a.Index], o, time.Now())
+			if rd.useRoute {
+				rd.route.Done(a.Index, o, time.Since(rd.picked[a.Index]))
+			} else {
+				r.set.Done(rd.tickets[a.Index], o, time.Now())
+			}
 			return a.Target, err
 		},
 	})

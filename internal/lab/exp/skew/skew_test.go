@@ -135,8 +135,13 @@ func pickBoth(t *testing.T, r *router, key string) (primary, hedged int) {
 	if !ok {
 		t.Fatalf("%s: no hedge", key)
 	}
-	r.set.Done(rd.tickets[0], replica.Success, time.Now())
-	r.set.Done(rd.tickets[1], replica.Canceled, time.Now())
+	if rd.useRoute {
+		rd.route.Done(0, replica.Success, time.Millisecond)
+		rd.route.Done(1, replica.Canceled, time.Millisecond)
+	} else {
+		r.set.Done(rd.tickets[0], replica.Success, time.Now())
+		r.set.Done(rd.tickets[1], replica.Canceled, time.Now())
+	}
 	return p, h
 }
 

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 	"github.com/tailgate-dev/tailgate/internal/lab/load"
@@ -22,26 +21,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Header: exp.Start("straggler", cfg.Seed), Model: cfg.Model.String(), Requests: cfg.Requests, Rate: cfg.Rate}
-	fixtures, err := fixture.StartPair(cfg.Model, cfg.Seed)
+	var rig exp.Rig
+	defer rig.Close()
+	fixtures, err := rig.StartPair(cfg.Model, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	defer fixture.CloseAll(fixtures)
 	gcfg := cfg.Gateway
 	gcfg.Backends = []string{fixtures[0].URL(), fixtures[1].URL()}
-	g, err := gateway.New(gcfg)
+	g, front, err := rig.Gateway(gcfg)
 	if err != nil {
 		return nil, err
 	}
-	defer g.Close()
 	rep.HedgeDelay = exp.HedgeDelay(g)
-	front, stop, err := exp.ServeGateway(g)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
-	client := exp.GatewayClient(10 * time.Second)
-	defer client.CloseIdleConnections()
+	client := rig.GatewayClient(10 * time.Second)
 
 	offer := load.Config{Requests: cfg.Requests, Rate: cfg.Rate, Seed: cfg.Seed}
 	sides := []struct {

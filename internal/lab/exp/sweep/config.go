@@ -28,6 +28,11 @@ type Config struct {
 	Seed uint64
 	// Progress, when non-nil, is told as each point completes.
 	Progress func(done, total int)
+	// NoReruns keeps every point's first run, whatever the machine did
+	// during it (see Point.Runs): for a quick look, where a rerun's time
+	// buys nothing (the demo's -short, tests under -race, whose every
+	// point would see a stall).
+	NoReruns bool
 }
 
 // Limits of a sweep.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/lab/exp"
 	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
 )
 
@@ -15,13 +16,13 @@ import (
 // client launched every read's attempt, the counted fixture started half,
 // and the report must say so rather than copy the fixtures' count.
 func TestSweepPointCountsClientAttemptsOnClient(t *testing.T) {
-	fixtures, err := fixture.StartPair(fixture.Constant(0), 1)
+	var rig exp.Rig
+	defer rig.Close()
+	fixtures, err := rig.StartPair(fixture.Constant(0), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fixture.CloseAll(fixtures)
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	base := rig.Transport()
 	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 	const n = 40
 	cfg := Config{Requests: n, Rate: 1000, Seed: 1}
@@ -44,13 +45,13 @@ func TestSweepPointCountsClientAttemptsOnClient(t *testing.T) {
 // attempts launched, and the difference from the fixtures' count is
 // reported as it is.
 func TestSweepPointReconcilesReceiptsWithFixtures(t *testing.T) {
-	fixtures, err := fixture.StartPair(fixture.Lognormal{P50: time.Millisecond, P99: 4 * time.Millisecond}, 1)
+	var rig exp.Rig
+	defer rig.Close()
+	fixtures, err := rig.StartPair(fixture.Lognormal{P50: time.Millisecond, P99: 4 * time.Millisecond}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fixture.CloseAll(fixtures)
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	base := rig.Transport()
 	targets := []string{fixtures[0].URL(), fixtures[1].URL()}
 	b, _ := hedge.NewBudget(1, 1000)
 	p := hedge.Policy{Delay: time.Millisecond, Budget: b, Gate: hedge.Gate{Disabled: true}}

@@ -77,17 +77,18 @@ func change(b, s load.Summary) *percentChange {
 
 // runOne runs one cluster under one policy on a fresh cluster.
 func runOne(ctx context.Context, cfg Config, setup runSetup, cluster, policy string) (run Result, err error) {
+	var rig exp.Rig
+	defer func() {
+		if cerr := rig.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	cl, err := startCluster(cfg, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() {
-		if cerr := cl.close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	base := hedge.NewBaseTransport()
-	defer base.CloseIdleConnections()
+	rig.Defer(cl.close)
+	base := rig.Transport()
 
 	var launched, receipts atomic.Int64
 	onReceipt := func(_ *http.Request, r hedge.Receipt) {
