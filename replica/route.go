@@ -113,26 +113,20 @@ func (r *Route) Pick(i int, retry bool, used []int, now time.Time) (replica int,
 // back to the whole set when none fits. A primary with a home goes home
 // when it admits one, and otherwise to the other owners first.
 func (r *Route) pick(now time.Time, a Attempt) (Ticket, bool) {
+	among := r.among
 	if r.home && a.Role == Primary {
-		a.Among = r.among[:1]
+		a.Among = among[:1]
 		if _, t, ok := r.set.Pick(now, a); ok {
 			return t, true
 		}
-		if len(r.among) > 1 {
-			a.Among = r.among[1:]
+		among = among[1:] // empty: none left but the whole set
+	}
+	if among != nil {
+		if len(among) > 0 {
+			a.Among = among
 			if _, t, ok := r.set.Pick(now, a); ok {
 				return t, true
 			}
-		}
-		r.fallback++
-		a.Among = nil
-		_, t, ok := r.set.Pick(now, a)
-		return t, ok
-	}
-	if r.among != nil {
-		a.Among = r.among
-		if _, t, ok := r.set.Pick(now, a); ok {
-			return t, true
 		}
 		r.fallback++
 		a.Among = nil
