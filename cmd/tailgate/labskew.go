@@ -63,6 +63,7 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	simulate := fs.Bool("simulate", false, fmt.Sprintf("simulate the placements (no hedging) for -replicas virtual replicas instead (default %d replicas, %d keys, a window of %v and a cooldown of %v of virtual time)",
 		sd.Replicas, sd.Keys, sd.Partitions.Window, sd.Partitions.Cooldown))
 	simRequests := fs.Int("sim-requests", sd.Requests, fmt.Sprintf("with -simulate: reads per placement, the first third a warm-up (1000 to %d)", skew.MaxSimRequests))
+	gateways := fs.Int("gateways", 1, fmt.Sprintf("with -simulate: gateways routing the micro-partition placements' reads in turn, each with its own partition table (1 to %d): whether they agree on the homes without talking", skew.MaxGateways))
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -84,7 +85,7 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	}
 	if *simulate {
 		cfg := skew.SimConfig{Workers: *workers, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss, Load: *loadShare,
-			Requests: *simRequests, Partitions: parts, RebalanceEvery: *every, Seed: o.seed, Progress: progress(stderr, "skew")}
+			Requests: *simRequests, Partitions: parts, RebalanceEvery: *every, Gateways: *gateways, Seed: o.seed, Progress: progress(stderr, "skew")}
 		// Flags whose defaults are the loopback tier's take the
 		// simulation's unless given.
 		cfg.Replicas, cfg.Keys = sd.Replicas, sd.Keys
@@ -116,8 +117,8 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 			return rep, rep.Config, lines, nil
 		})
 	}
-	if set["sim-requests"] {
-		return usageError(stderr, name, errors.New("-sim-requests needs -simulate"))
+	if set["sim-requests"] || set["gateways"] {
+		return usageError(stderr, name, errors.New("-sim-requests and -gateways need -simulate"))
 	}
 	cfg := skew.Config{Replicas: *replicas, Workers: *workers, Keys: *keys, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss,
 		Load: *loadShare, Warmup: *warmup, Duration: *duration, Exponents: []float64{}, RebalanceEvery: *every, Timeout: *timeout, InFlightBound: *inflight, Seed: o.seed,

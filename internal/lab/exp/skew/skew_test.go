@@ -284,3 +284,41 @@ func TestSimulateIsDeterministic(t *testing.T) {
 		t.Errorf("one replica: %v", err)
 	}
 }
+
+// Three gateways, each with a table fed the reads it routes, route the
+// micro-partition placements' reads in turn; the partitions whose homes
+// they disagree on are counted, and a run is as deterministic as one
+// gateway's.
+func TestSimulateGateways(t *testing.T) {
+	cfg := SimConfig{Replicas: 8, Keys: 4000, CacheKeys: 50, Requests: 60_000, Gateways: 3, Seed: 9,
+		Partitions: partition.Config{Window: 500 * time.Millisecond, Cooldown: 250 * time.Millisecond}}
+	a, err := Simulate(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Simulate(context.Background(), cfg)
+	if !slices.Equal(a.Results, b.Results) || a.Config.Gateways != 3 {
+		t.Fatalf("two runs of one seed differ, or gateways %d:\n%+v\n%+v", a.Config.Gateways, a.Results, b.Results)
+	}
+	moved := false
+	for _, r := range a.Results {
+		if r.HomesDiffer < 0 || r.HomesDiffer > 0 && !strings.HasPrefix(r.Policy, Micro) {
+			t.Errorf("%s: %d homes differ", r.Policy, r.HomesDiffer)
+		}
+		moved = moved || strings.HasPrefix(r.Policy, Micro) && r.PartitionsMoved > 0
+	}
+	if !moved {
+		t.Error("no gateway moved a home: the run shows no agreement to measure")
+	}
+	cfg.Gateways = 1
+	one, _ := Simulate(context.Background(), cfg)
+	for _, r := range one.Results {
+		if r.HomesDiffer != 0 {
+			t.Errorf("one gateway: %s has %d homes that differ", r.Policy, r.HomesDiffer)
+		}
+	}
+	cfg.Gateways = MaxGateways + 1
+	if err := cfg.Validate(); !errors.Is(err, exp.ErrConfig) {
+		t.Errorf("%d gateways: %v", cfg.Gateways, err)
+	}
+}
