@@ -20,7 +20,8 @@ import (
 // first owner, whenever the home admits one (replica.RouteHome), so that
 // the key is warm in one cache; a hedge goes to another owner, and a hot
 // key's reads spread over more replicas by the replica set's usual power
-// of two choices. A read goes elsewhere only when none of its replicas
+// of two choices, as do the reads of a partition too hot for one home
+// (shared over its owners). A read goes elsewhere only when none of its replicas
 // admits an attempt (breaker open, on probation, already used): a cold
 // answer beats none. A round of rebalancing runs on a goroutine of its
 // own, off the request path, and moves homes off replicas above the load
@@ -260,7 +261,8 @@ type affinityRead struct {
 // routeByKey looks up r's key and its replicas, at now (the read's
 // arrival), and returns them for the read's route (nil: without a key,
 // the read routes as without affinity); home says the first is the key's
-// home (a key that is not hot, whose home the view knows).
+// home (a key that is not hot, of a partition not shared, whose home the
+// view knows).
 func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home bool) {
 	key := x.rt.affinityKey.of(r)
 	if key == "" {
@@ -274,7 +276,7 @@ func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home
 		// or removing as the read arrives: skipped.
 		if i, ok := x.rt.pool.index[name]; ok {
 			ar.among = append(ar.among, i)
-			home = home || k == 0 && !o.Hot
+			home = home || k == 0 && !o.Hot && !o.Shared
 		}
 	}
 	x.aff = ar

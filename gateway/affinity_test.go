@@ -257,6 +257,39 @@ func TestAffinityHotKeySpreadsOverKReplicas(t *testing.T) {
 	})
 }
 
+// With hot keys off, a partition too hot for any one home (here half the
+// reads, 4× a replica's mean) is shared: its reads spread over both its
+// owners rather than saturate its home.
+func TestAffinityPartitionTooHotForOneHomeSpreads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, m := newAffinityGateway(t, 8, Config{Policy: hedge.Policy{MaxAttempts: 1},
+			Affinity: &Affinity{Key: "path", Partitions: partition.Config{HotKeys: -1}}})
+		tab := g.Partitions()
+		for i := range 300 {
+			key := fmt.Sprintf("/cold/%d", i)
+			if i%2 == 0 {
+				key = "/hot"
+			}
+			mustGet(t, g, key)
+		}
+		tab.RebalanceAt(time.Now())
+		o := tab.OwnersAt("/hot", time.Now())
+		if !o.Shared || o.Hot || len(o.Replicas) != 2 {
+			t.Fatalf("the hot key's partition: %+v", o)
+		}
+		before := attemptsSoFar(m)
+		for range 200 {
+			mustGet(t, g, "/hot")
+		}
+		if got, want := readFrom(m, before), slices.Sorted(slices.Values(hostsOf(o.Replicas))); !slices.Equal(got, want) {
+			t.Errorf("a shared partition's key read from %v, want both its owners %v", got, want)
+		}
+		if s, _ := g.PartitionsState(); len(s.Shared) != 1 || s.Shared[0] != o.Partition {
+			t.Errorf("/debug/partitions lists shared partitions %v, want [%d]", s.Shared, o.Partition)
+		}
+	})
+}
+
 func TestAffinityKeySources(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, c := range []struct {

@@ -50,7 +50,8 @@ func (t *Table) RebalanceAt(now time.Time) []Move {
 		changed = !sameRoutes(hot, t.hot)
 		t.hot = hot
 	}
-	nonHot := t.model()
+	nonHot, reshared := t.model()
+	changed = changed || reshared
 	moves := t.rebalance(now, nonHot)
 	if len(moves) > 0 {
 		changed = true
@@ -85,18 +86,28 @@ func (t *Table) fold(now time.Time) {
 }
 
 // model sets t.loads, each member's load under the assignment in force,
-// and returns each partition's load less its hot keys'. A partition's
-// reads are its home's: the other owners take only its hedges, which the
-// model leaves out (a budgeted few percent, and they follow the slow reads
-// rather than the keys). Called with mu held.
-func (t *Table) model() []float64 {
+// and returns each partition's load less its hot keys', and whether a
+// partition became shared or stopped being so. A partition's reads are
+// its home's, or split over its owners when it is shared; the other
+// owners take only its hedges, which the model leaves out (a budgeted few
+// percent, and they follow the slow reads rather than the keys). Called
+// with mu held.
+func (t *Table) model() ([]float64, bool) {
 	nonHot := slices.Clone(t.partLoad)
 	for _, h := range t.hot {
 		nonHot[h.partition] = max(nonHot[h.partition]-h.count, 0)
 	}
+	changed := t.share(nonHot)
 	clear(t.loads)
 	for p, l := range nonHot {
-		t.loads[t.owners(p)[0]] += l
+		own := t.owners(p)
+		if !t.shared[p] {
+			t.loads[own[0]] += l
+			continue
+		}
+		for _, m := range own {
+			t.loads[m] += l / float64(len(own))
+		}
 	}
 	for _, h := range t.hot {
 		share := h.count / float64(len(h.replicas))
@@ -104,7 +115,35 @@ func (t *Table) model() []float64 {
 			t.loads[m] += share
 		}
 	}
-	return nonHot
+	return nonHot, changed
+}
+
+// share decides which partitions are shared: one whose own reads (its hot
+// keys' apart) exceed LoadBound × the mean load per replica has no home
+// within the bound wherever it goes, so its primaries spread over its
+// owners, until its reads fall below the mean (hysteresis). With one owner
+// there is nothing to share with. It reports whether any changed. Called
+// with mu held.
+func (t *Table) share(nonHot []float64) bool {
+	total := 0.0
+	for _, l := range t.partLoad {
+		total += l
+	}
+	mean := total / float64(len(t.members))
+	changed := false
+	for p, l := range nonHot {
+		was := t.shared[p]
+		switch {
+		case t.r < 2 || mean <= 0:
+			t.shared[p] = false
+		case !was && l > t.cfg.LoadBound*mean && l >= minHotReads:
+			t.shared[p] = true
+		case was && l < mean:
+			t.shared[p] = false
+		}
+		changed = changed || t.shared[p] != was
+	}
+	return changed
 }
 
 // rebalance makes the round's moves, updating t.eff and t.loads. Called
@@ -187,7 +226,9 @@ func (t *Table) bestMove(x int32, level float64, nonHot []float64) (p int, y int
 	}
 	var cands []cand
 	for q := 0; q < t.parts; q++ {
-		if s := nonHot[q]; s > 0 && t.owners(q)[0] == x {
+		// A shared partition's home takes only its share, and no
+		// replica could take all of it within the bound.
+		if s := nonHot[q]; s > 0 && t.owners(q)[0] == x && !t.shared[q] {
 			cands = append(cands, cand{q, s})
 		}
 	}

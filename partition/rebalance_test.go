@@ -261,3 +261,55 @@ func TestRebalanceShedsToHalfwayBelowTheBound(t *testing.T) {
 		t.Errorf("model max/mean %v after the move, want 1", s.LoadMaxOverMean)
 	}
 }
+
+// A partition whose own reads exceed the bound has no home within it
+// wherever it goes: its reads spread over its owners (Shared), the model
+// splits it, and it gets a home again once its reads fall below the mean.
+func TestPartitionTooHotForOneHomeIsShared(t *testing.T) {
+	tab := mustNew(t, names(3), Config{PartitionsPerReplica: 4, HotKeys: -1, MovesPerRound: -1})
+	tab.RebalanceAt(t0)
+	for p := range tab.partLoad {
+		tab.partLoad[p] = 10
+	}
+	tab.partLoad[5] = 200 // 310 in all, mean 103.3, bound 129.2
+	tab.RebalanceAt(t0.Add(time.Second))
+	key := keyOf(t, tab, 5)
+	o := tab.OwnersAt(key, t0)
+	s := tab.Snapshot()
+	if !o.Shared || o.Hot || !slices.Equal(s.Shared, []int{5}) {
+		t.Fatalf("owners %+v, shared %v; want partition 5 shared", o, s.Shared)
+	}
+	if o := tab.OwnersAt(keyOf(t, tab, 4), t0); o.Shared {
+		t.Errorf("partition 4 (10 reads) shared: %+v", o)
+	}
+	// Its owners take half each in the model.
+	decay := math.Exp(-0.1)
+	own := tab.owners(5)
+	for m := range tab.members {
+		want := 0.0
+		for p := range tab.parts {
+			o := tab.owners(p)
+			switch {
+			case p == 5 && slices.Contains(o, int32(m)):
+				want += 100 * decay
+			case p != 5 && o[0] == int32(m):
+				want += 10 * decay
+			}
+		}
+		if math.Abs(tab.loads[m]-want) > 1e-6 {
+			t.Errorf("%s: model load %v, want %v (owners of 5: %v)", tab.members[m], tab.loads[m], want, own)
+		}
+	}
+	// Down to 70 (63 once decayed, against a mean of 51 and a bound of
+	// 64): still shared; to 40 (36, the mean 39): a home again.
+	tab.partLoad[5] = 70
+	tab.RebalanceAt(t0.Add(2 * time.Second))
+	if !tab.OwnersAt(key, t0).Shared {
+		t.Error("partition 5 lost its sharing between the mean and the bound")
+	}
+	tab.partLoad[5] = 40
+	tab.RebalanceAt(t0.Add(3 * time.Second))
+	if o := tab.OwnersAt(key, t0); o.Shared || len(tab.Snapshot().Shared) != 0 {
+		t.Errorf("partition 5 below the mean still shared: %+v", o)
+	}
+}

@@ -19,6 +19,9 @@ type Snapshot struct {
 	// Moved counts the partitions whose owners differ from what rendezvous
 	// hashing gives: the rebalancer's standing overrides.
 	Moved int `json:"moved"`
+	// Shared lists the partitions too hot for one home, whose reads
+	// spread over their owners (see Owners.Shared).
+	Shared []int `json:"shared"`
 	// LoadMaxOverMean is the busiest replica's model load over the mean:
 	// what the rebalancer keeps at or below LoadBound. ServedMaxOverMean is
 	// the same for the reads replicas actually served (hedges, fallbacks
@@ -61,6 +64,7 @@ func (t *Table) Snapshot() Snapshot {
 		Replicas:    make([]ReplicaLoad, len(t.members)),
 		Assignment:  make([][]string, t.parts),
 		HotKeys:     []HotKey{},
+		Shared:      []int{},
 		RecentMoves: slices.Clone(t.moves),
 		MovesTotal:  t.total.moves,
 		Rounds:      t.total.rounds,
@@ -80,6 +84,9 @@ func (t *Table) Snapshot() Snapshot {
 			s.Replicas[m].Partitions++
 		}
 		s.Replicas[own[0]].Primaries++
+		if t.shared[p] {
+			s.Shared = append(s.Shared, p)
+		}
 		if !slices.Equal(own, t.base[p*t.r:(p+1)*t.r]) {
 			s.Moved++
 		}

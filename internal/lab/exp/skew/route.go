@@ -135,7 +135,7 @@ func (r *router) route(rd *read, now time.Time) {
 		for _, name := range o.Replicas {
 			among = append(among, r.index[name])
 		}
-		rd.first, rd.alternates, rd.home = among, among, !o.Hot
+		rd.first, rd.alternates, rd.home = among, among, !o.Hot && !o.Shared
 		if r.bound == 0 {
 			rd.useRoute = true
 			if rd.home {

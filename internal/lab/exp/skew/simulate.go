@@ -311,7 +311,7 @@ func (p *simPlacement) Candidates(key int, now time.Duration) []int {
 		return p.one
 	case micro:
 		// A key's home serves it, as in the gateway; a hot key's
-		// replicas share it. The reads are dealt to the gateways in
+		// replicas, or a shared partition's owners, share it. The reads are dealt to the gateways in
 		// turn; Served follows with the same read.
 		p.table = p.tables[p.next]
 		p.next = (p.next + 1) % len(p.tables)
@@ -319,7 +319,7 @@ func (p *simPlacement) Candidates(key int, now time.Duration) []int {
 		p.one = p.one[:0]
 		for _, r := range o.Replicas {
 			p.one = append(p.one, p.index[r])
-			if !o.Hot {
+			if !o.Hot && !o.Shared {
 				break
 			}
 		}
@@ -365,7 +365,7 @@ func (r *SimReport) Section() report.Section {
 		Text: fmt.Sprintf("The skew experiment's placements against %d virtual cache servers (an LRU of %d keys, %g ms a hit, %g ms a miss, %d workers each), "+
 			"%d reads of %d keys of Zipf popularity with exponent %g (the hottest key draws %.1f%% of them, %.0f× a replica's mean share) at %.0f reads/s (%g of the tier's capacity at its planned hit ratio %.3f), "+
 			"in virtual time: no sockets, no hedging; the first third warms the caches and the tables and is not measured. "+
-			"A read goes to its key's one replica (under micro-partitions, its partition's home), or to the one with less work queued of two of a key's replicas drawn at random (no affinity; a hot key). "+
+			"A read goes to its key's one replica (under micro-partitions, its partition's home), or to the one with less work queued of two of a key's replicas drawn at random (no affinity; a hot key; a partition too hot for one home). "+
 			"Partition tables: %d partitions a replica, %d owners, load bound %g, %d moves a round at most, window %.0f ms, cooldown %.0f ms, a round every %.0f ms of virtual time; up to %d hot keys over %d replicas. "+
 			"%d gateway(s) route the micro-partition placements' reads, dealt to them in turn, each with a table of its own fed the reads it routes (moves: the first gateway's; homes differ: the partitions whose home the gateways' tables disagree on at the end).",
 			c.Replicas, c.CacheKeys, c.HitMs, c.MissMs, c.Workers, c.Requests, c.Keys, c.Exponent, 100*c.TopKeyShare, c.TopKeyShare*float64(c.Replicas),
