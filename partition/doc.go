@@ -14,7 +14,10 @@
 //     for it, best first, unless the rebalancer moved it. The first is its
 //     home: its keys' primaries go there, so that each key is warm in one
 //     cache, and the others take its hedges and its reads when the home
-//     admits none. SetReplicas changes the
+//     admits none. A partition whose own reads (hot keys apart) exceed
+//     LoadBound × the mean per replica has no home within the bound
+//     anywhere: it is shared, its reads spread over its owners, until they
+//     fall below the mean. SetReplicas changes the
 //     membership: a new replica takes about 1/(N+1) of the owner slots
 //     (and of the primaries), each from a different partition, and no
 //     partition moves between the replicas that stay.
