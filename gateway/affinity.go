@@ -11,16 +11,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tailgate-dev/tailgate/partition"
+	"github.com/tailgate-dev/tailgate/replica"
 )
 
 // This file: affinity mode (Config.Affinity). Each read's key (its path,
 // a query parameter or a header) maps to a micro-partition and its owners
-// (package partition); the primary is picked among the owners by the
-// replica set's usual power of two choices, a hedge among the other
-// owners, and a hot key's reads spread over more replicas. A read goes
-// elsewhere only when none of its replicas admits an attempt (breaker
-// open, on probation, already used): a cold answer beats none. A round of
-// rebalancing runs on a goroutine of its own, off the request path.
+// (package partition); the primary goes to the partition's home, its
+// first owner, whenever the home admits one (replica.RouteHome), so that
+// the key is warm in one cache; a hedge goes to another owner, and a hot
+// key's reads spread over more replicas by the replica set's usual power
+// of two choices, as do the reads of a partition too hot for one home
+// (shared over its owners). A read goes elsewhere only when none of its replicas
+// admits an attempt (breaker open, on probation, already used): a cold
+// answer beats none. A round of rebalancing runs on a goroutine of its
+// own, off the request path, and moves homes off replicas above the load
+// bound.
 
 // DefaultRebalanceEvery is how often affinity mode's rebalancing round
 // runs by default.
@@ -255,27 +260,39 @@ type affinityRead struct {
 
 // routeByKey looks up r's key and its replicas, at now (the read's
 // arrival), and returns them for the read's route (nil: without a key,
-// the read routes as without affinity).
-func (x *exchange) routeByKey(r *http.Request, now time.Time) []int {
+// the read routes as without affinity); home says the first is the key's
+// home (a key that is not hot, of a partition not shared, whose home the
+// view knows).
+func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home bool) {
 	key := x.rt.affinityKey.of(r)
 	if key == "" {
 		x.g.affinity.keyless.Inc()
-		return nil
+		return nil, false
 	}
 	o := x.rt.affinity.OwnersAt(key, now)
 	ar := &affinityRead{key: key, among: make([]int, 0, len(o.Replicas))}
-	for _, name := range o.Replicas {
+	for k, name := range o.Replicas {
 		// A name the view does not know is a replica a reload is adding
 		// or removing as the read arrives: skipped.
 		if i, ok := x.rt.pool.index[name]; ok {
 			ar.among = append(ar.among, i)
+			home = home || k == 0 && !o.Hot && !o.Shared
 		}
 	}
 	x.aff = ar
 	if len(ar.among) == 0 {
-		return nil
+		return nil, false
 	}
-	return ar.among
+	return ar.among, home
+}
+
+// keyedRoute returns the Route of a read whose key's replicas are among
+// (nil: none), the first its home when home.
+func (p *pool) keyedRoute(among []int, home, tied bool) replica.Route {
+	if home {
+		return p.set.RouteHome(among, tied)
+	}
+	return p.set.Route(among, tied)
 }
 
 // recordKey counts x's read, which arrived at now, for its key's

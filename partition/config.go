@@ -45,16 +45,18 @@ type Config struct {
 	// error.
 	PartitionsPerReplica int
 
-	// Owners is R, the replicas that own each partition: where a key's
-	// primary and hedge go. Default 2; zero means the default, negative or
+	// Owners is R, the replicas that own each partition: the first, its
+	// home, takes a key's primaries, the others its hedges. Default 2; zero
+	// means the default, negative or
 	// above MaxOwners is an error. With fewer than R replicas every replica
 	// owns every partition.
 	Owners int
 
-	// LoadBound: a replica whose load exceeds LoadBound × the mean load sheds
-	// partitions, and no move may push a receiver above it. Default 1.25 (as
-	// HAProxy's hash-balance-factor 125); zero means the default; it must be
-	// above 1.
+	// LoadBound: a replica whose load (the reads of the partitions it is the
+	// home of, and its share of the hot keys') exceeds LoadBound × the mean
+	// load hands homes to others, and no move may push a receiver above it.
+	// Default 1.25 (as HAProxy's hash-balance-factor 125); zero means the
+	// default; it must be above 1.
 	LoadBound float64
 
 	// MovesPerRound caps the partition moves of one rebalancing round.

@@ -10,12 +10,20 @@ import (
 
 // This file: the rebalancing round. Loads are decayed read counts (a steady
 // rate r reads as r × Window). The rebalancer acts on a model, not on what
-// replicas served: a partition's reads, its hot keys' taken out, split
-// evenly over its owners, and each hot key's over its replicas. The model
-// follows a move at once, where a served rate would lag it by a Window and
-// invite a second move for the same excess.
+// replicas served: a partition's reads, its hot keys' taken out, on its
+// home (its first owner, where its keys' primaries go), and each hot key's
+// split evenly over its replicas. The model follows a move at once, where
+// a served rate would lag it by a Window and invite a second move for the
+// same excess.
+//
+// A move hands a partition's home to another replica: to one of its other
+// owners (the two swap places, so the old home stays an owner and takes
+// hedges), or to a replica outside them (which takes the old home's
+// place). Either way the partition's keys stay warm in one cache, the new
+// home's, once it has read them: the load bound is kept by where homes
+// are, not by splitting a key's primaries between caches.
 
-// Move is one partition moved from one owner to another.
+// Move is one partition's home moved from one replica to another.
 type Move struct {
 	Partition int       `json:"partition"`
 	From      string    `json:"from"`
@@ -42,7 +50,8 @@ func (t *Table) RebalanceAt(now time.Time) []Move {
 		changed = !sameRoutes(hot, t.hot)
 		t.hot = hot
 	}
-	nonHot := t.model()
+	nonHot, reshared := t.model()
+	changed = changed || reshared
 	moves := t.rebalance(now, nonHot)
 	if len(moves) > 0 {
 		changed = true
@@ -77,18 +86,27 @@ func (t *Table) fold(now time.Time) {
 }
 
 // model sets t.loads, each member's load under the assignment in force,
-// and returns each partition's load less its hot keys'. Called with mu
-// held.
-func (t *Table) model() []float64 {
+// and returns each partition's load less its hot keys', and whether a
+// partition became shared or stopped being so. A partition's reads are
+// its home's, or split over its owners when it is shared; the other
+// owners take only its hedges, which the model leaves out (a budgeted few
+// percent, and they follow the slow reads rather than the keys). Called
+// with mu held.
+func (t *Table) model() ([]float64, bool) {
 	nonHot := slices.Clone(t.partLoad)
 	for _, h := range t.hot {
 		nonHot[h.partition] = max(nonHot[h.partition]-h.count, 0)
 	}
+	changed := t.share(nonHot)
 	clear(t.loads)
 	for p, l := range nonHot {
-		share := l / float64(t.r)
-		for _, m := range t.owners(p) {
-			t.loads[m] += share
+		own := t.owners(p)
+		if !t.shared[p] {
+			t.loads[own[0]] += l
+			continue
+		}
+		for _, m := range own {
+			t.loads[m] += l / float64(len(own))
 		}
 	}
 	for _, h := range t.hot {
@@ -97,7 +115,35 @@ func (t *Table) model() []float64 {
 			t.loads[m] += share
 		}
 	}
-	return nonHot
+	return nonHot, changed
+}
+
+// share decides which partitions are shared: one whose own reads (its hot
+// keys' apart) exceed LoadBound × the mean load per replica has no home
+// within the bound wherever it goes, so its primaries spread over its
+// owners, until its reads fall below the mean (hysteresis). With one owner
+// there is nothing to share with. It reports whether any changed. Called
+// with mu held.
+func (t *Table) share(nonHot []float64) bool {
+	total := 0.0
+	for _, l := range t.partLoad {
+		total += l
+	}
+	mean := total / float64(len(t.members))
+	changed := false
+	for p, l := range nonHot {
+		was := t.shared[p]
+		switch {
+		case t.r < 2 || mean <= 0:
+			t.shared[p] = false
+		case !was && l > t.cfg.LoadBound*mean && l >= minHotReads:
+			t.shared[p] = true
+		case was && l < mean:
+			t.shared[p] = false
+		}
+		changed = changed || t.shared[p] != was
+	}
+	return changed
 }
 
 // rebalance makes the round's moves, updating t.eff and t.loads. Called
@@ -105,7 +151,7 @@ func (t *Table) model() []float64 {
 func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 	n := len(t.members)
 	switch {
-	case t.cfg.MovesPerRound < 0, t.r >= n: // off, or every replica owns everything
+	case t.cfg.MovesPerRound < 0, n < 2: // off, or nowhere to move to
 		return nil
 	case now.Sub(t.first) < t.cfg.Window: // the loads do not cover a window yet
 		return nil
@@ -121,6 +167,12 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 		return nil
 	}
 	bound := t.cfg.LoadBound * mean
+	// A replica over the bound sheds down to halfway between the mean and
+	// the bound, to receivers that stay below it too, where such a move
+	// exists: a home's load is all of its partitions' (not a share that
+	// picks between owners even out), and one shed only to the bound
+	// would sit on it, for the noise of a window to put it back over.
+	target := mean + (bound-mean)/2
 	var moves []Move
 	for len(moves) < t.cfg.MovesPerRound {
 		x := 0
@@ -132,14 +184,22 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 		if t.loads[x] <= bound {
 			break
 		}
-		p, y, share, ok := t.bestMove(int32(x), bound, nonHot)
+		p, y, share, ok := t.bestMove(int32(x), target, nonHot)
 		if !ok {
-			break
+			if p, y, share, ok = t.bestMove(int32(x), bound, nonHot); !ok {
+				break
+			}
 		}
-		reason := fmt.Sprintf("replica %s load %.2f× mean, above the bound %.2f×: partition %d (%.2f× mean per owner) to %s at %.2f× mean",
-			t.members[x], t.loads[x]/mean, t.cfg.LoadBound, p, share/mean, t.members[y], t.loads[y]/mean)
 		own := t.owners(p)
-		own[slices.Index(own, int32(x))] = y
+		how := "its home to " + t.members[y]
+		if k := slices.Index(own, y); k > 0 {
+			// y owns p already (it took p's hedges): the two swap places.
+			own[k] = int32(x)
+			how = "its home to its owner " + t.members[y]
+		}
+		own[0] = y
+		reason := fmt.Sprintf("replica %s load %.2f× mean, above the bound %.2f×: partition %d (%.2f× mean) %s at %.2f× mean",
+			t.members[x], t.loads[x]/mean, t.cfg.LoadBound, p, share/mean, how, t.loads[y]/mean)
 		t.loads[x] -= share
 		t.loads[y] += share
 		moves = append(moves, Move{Partition: p, From: t.members[x], To: t.members[y], Reason: reason, At: now})
@@ -153,20 +213,22 @@ func (t *Table) rebalance(now time.Time, nonHot []float64) []Move {
 	return moves
 }
 
-// bestMove chooses the move that takes the most of x's excess over bound
-// with one partition: the receivers are tried least loaded first, and for
-// the first that can take any of x's partitions without going above the
-// bound, the partition taking the most excess wins (the smallest of those
-// that take all of it, so the receiver gets no more than needed; then the
-// lowest number). Called with mu held.
-func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
+// bestMove chooses the move that takes the most of x's excess over level
+// with one partition x is the home of: the receivers are tried least
+// loaded first, and for the first that can take any of them without going
+// above level, the partition taking the most excess wins (the smallest of
+// those that take all of it, so the receiver gets no more than needed;
+// then the lowest number). Called with mu held.
+func (t *Table) bestMove(x int32, level float64, nonHot []float64) (p int, y int32, share float64, ok bool) {
 	type cand struct {
 		p     int
 		share float64
 	}
 	var cands []cand
 	for q := 0; q < t.parts; q++ {
-		if s := nonHot[q] / float64(t.r); s > 0 && slices.Contains(t.owners(q), x) {
+		// A shared partition's home takes only its share, and no
+		// replica could take all of it within the bound.
+		if s := nonHot[q]; s > 0 && t.owners(q)[0] == x && !t.shared[q] {
 			cands = append(cands, cand{q, s})
 		}
 	}
@@ -179,15 +241,15 @@ func (t *Table) bestMove(x int32, bound float64, nonHot []float64) (p int, y int
 	slices.SortFunc(receivers, func(a, b int32) int {
 		return cmp.Or(cmp.Compare(t.loads[a], t.loads[b]), cmp.Compare(a, b))
 	})
-	excess := t.loads[x] - bound
+	excess := t.loads[x] - level
 	for _, r := range receivers {
-		room := bound - t.loads[r]
+		room := level - t.loads[r]
 		if room <= 0 {
 			break // the rest are loaded more
 		}
 		best, bestTaken, bestShare := -1, 0.0, 0.0
 		for _, c := range cands {
-			if c.share > room || slices.Contains(t.owners(c.p), r) {
+			if c.share > room {
 				continue
 			}
 			taken := min(c.share, excess)

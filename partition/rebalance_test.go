@@ -191,3 +191,125 @@ func TestMembershipKeepsOrDropsMoves(t *testing.T) {
 		t.Errorf("snapshot counts %d moved partitions, want 0", s.Moved)
 	}
 }
+
+// A partition's reads are its home's: with two owners, the model gives the
+// home all of them (not half), and a move hands the home to the other
+// owner when it is the least loaded, the old home staying an owner.
+func TestRebalanceHandsHomeToAnotherOwner(t *testing.T) {
+	tab := mustNew(t, names(2), Config{PartitionsPerReplica: 4, HotKeys: -1})
+	// r0 is the home of its partitions' 52 reads, r1 of 20: mean 36, bound
+	// 45. Split over both owners, each would carry 36 and nothing move.
+	moves := withLoads(t, tab, [][]float64{{30, 12, 10}, {20}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	m := moves[0]
+	if m.From != names(2)[0] || m.To != names(2)[1] || !strings.Contains(m.Reason, "its home to its owner "+names(2)[1]) {
+		t.Errorf("move %+v, want r0's home to its owner r1", m)
+	}
+	// r0 sheds down to halfway between the mean and the bound, 40.5: 12
+	// takes all of that excess of 11.5, 10 not, 30 would push r1 over it.
+	if got := tab.partLoad[m.Partition] * math.E; math.Abs(got-12) > 1e-9 {
+		t.Errorf("moved partition of load %v, want 12", got)
+	}
+	if got := tab.OwnersAt(keyOf(t, tab, m.Partition), t0).Replicas; !slices.Equal(got, []string{names(2)[1], names(2)[0]}) {
+		t.Errorf("owners after the move %v, want [r1 r0]", got)
+	}
+	s := tab.Snapshot()
+	if want := 40 / math.E / DefaultWindow.Seconds(); math.Abs(s.Replicas[0].Load-want) > 1e-9 || s.Moved != 1 {
+		t.Errorf("r0's model load %v/s, moved %d; want %v (40/e per window), 1", s.Replicas[0].Load, s.Moved, want)
+	}
+}
+
+// A move to a replica outside the owners makes it the home, in the old
+// home's place.
+func TestRebalanceHandsHomeOutsideTheOwners(t *testing.T) {
+	tab := mustNew(t, names(3), Config{PartitionsPerReplica: 4, HotKeys: -1})
+	moves := withLoads(t, tab, [][]float64{{50, 30, 10, 5}, {40}, {30}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	m := moves[0]
+	before := tab.base[m.Partition*tab.r : (m.Partition+1)*tab.r]
+	after := tab.owners(m.Partition)
+	want := slices.Clone(before)
+	if k := slices.Index(before, 2); k > 0 {
+		want[0], want[k] = 2, 0 // r2 owned it: a swap
+	} else {
+		want[0] = 2
+	}
+	if m.From != names(3)[0] || m.To != names(3)[2] || !slices.Equal(after, want) {
+		t.Errorf("move %+v: owners %v → %v, want %v", m, before, after, want)
+	}
+}
+
+// A replica just over the bound sheds down to halfway between the mean
+// and the bound, not to the bound, where it would sit for the noise of a
+// window to put it back over.
+func TestRebalanceShedsToHalfwayBelowTheBound(t *testing.T) {
+	tab := mustNew(t, names(2), Config{Owners: 1, PartitionsPerReplica: 4, HotKeys: -1})
+	// r0 12, r1 6: mean 9, bound 11.25, halfway 10.125. To the bound, the
+	// partition of 1 would do (r0 at 11); to halfway, the one of 3.
+	moves := withLoads(t, tab, [][]float64{{8, 3, 1}, {6}})
+	if len(moves) != 1 {
+		t.Fatalf("moves %+v, want one", moves)
+	}
+	if got := tab.partLoad[moves[0].Partition] * math.E; math.Abs(got-3) > 1e-9 {
+		t.Errorf("moved the partition of load %v, want 3", got)
+	}
+	if s := tab.Snapshot(); math.Abs(s.LoadMaxOverMean-1) > 1e-9 {
+		t.Errorf("model max/mean %v after the move, want 1", s.LoadMaxOverMean)
+	}
+}
+
+// A partition whose own reads exceed the bound has no home within it
+// wherever it goes: its reads spread over its owners (Shared), the model
+// splits it, and it gets a home again once its reads fall below the mean.
+func TestPartitionTooHotForOneHomeIsShared(t *testing.T) {
+	tab := mustNew(t, names(3), Config{PartitionsPerReplica: 4, HotKeys: -1, MovesPerRound: -1})
+	tab.RebalanceAt(t0)
+	for p := range tab.partLoad {
+		tab.partLoad[p] = 10
+	}
+	tab.partLoad[5] = 200 // 310 in all, mean 103.3, bound 129.2
+	tab.RebalanceAt(t0.Add(time.Second))
+	key := keyOf(t, tab, 5)
+	o := tab.OwnersAt(key, t0)
+	s := tab.Snapshot()
+	if !o.Shared || o.Hot || !slices.Equal(s.Shared, []int{5}) {
+		t.Fatalf("owners %+v, shared %v; want partition 5 shared", o, s.Shared)
+	}
+	if o := tab.OwnersAt(keyOf(t, tab, 4), t0); o.Shared {
+		t.Errorf("partition 4 (10 reads) shared: %+v", o)
+	}
+	// Its owners take half each in the model.
+	decay := math.Exp(-0.1)
+	own := tab.owners(5)
+	for m := range tab.members {
+		want := 0.0
+		for p := range tab.parts {
+			o := tab.owners(p)
+			switch {
+			case p == 5 && slices.Contains(o, int32(m)):
+				want += 100 * decay
+			case p != 5 && o[0] == int32(m):
+				want += 10 * decay
+			}
+		}
+		if math.Abs(tab.loads[m]-want) > 1e-6 {
+			t.Errorf("%s: model load %v, want %v (owners of 5: %v)", tab.members[m], tab.loads[m], want, own)
+		}
+	}
+	// Down to 70 (63 once decayed, against a mean of 51 and a bound of
+	// 64): still shared; to 40 (36, the mean 39): a home again.
+	tab.partLoad[5] = 70
+	tab.RebalanceAt(t0.Add(2 * time.Second))
+	if !tab.OwnersAt(key, t0).Shared {
+		t.Error("partition 5 lost its sharing between the mean and the bound")
+	}
+	tab.partLoad[5] = 40
+	tab.RebalanceAt(t0.Add(3 * time.Second))
+	if o := tab.OwnersAt(key, t0); o.Shared || len(tab.Snapshot().Shared) != 0 {
+		t.Errorf("partition 5 below the mean still shared: %+v", o)
+	}
+}

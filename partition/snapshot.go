@@ -13,11 +13,15 @@ type Snapshot struct {
 	Owners     int `json:"owners"` // R in force: Config.Owners, or fewer replicas
 	// Replicas are the members, in the order last given.
 	Replicas []ReplicaLoad `json:"replicas"`
-	// Assignment lists each partition's owners in force, best first.
+	// Assignment lists each partition's owners in force, best first: the
+	// first is its home, where its keys' primaries go.
 	Assignment [][]string `json:"assignment"`
 	// Moved counts the partitions whose owners differ from what rendezvous
 	// hashing gives: the rebalancer's standing overrides.
 	Moved int `json:"moved"`
+	// Shared lists the partitions too hot for one home, whose reads
+	// spread over their owners (see Owners.Shared).
+	Shared []int `json:"shared"`
 	// LoadMaxOverMean is the busiest replica's model load over the mean:
 	// what the rebalancer keeps at or below LoadBound. ServedMaxOverMean is
 	// the same for the reads replicas actually served (hedges, fallbacks
@@ -35,8 +39,8 @@ type Snapshot struct {
 type ReplicaLoad struct {
 	Name       string  `json:"name"`
 	Partitions int     `json:"partitions"` // partitions it owns
-	Primaries  int     `json:"primaries"`  // partitions it owns first
-	Load       float64 `json:"load"`       // reads/s the assignment gives it (the model)
+	Primaries  int     `json:"primaries"`  // partitions it is the home of (owns first)
+	Load       float64 `json:"load"`       // reads/s the assignment gives it (the model: its homes' reads, its share of hot keys')
 	Served     float64 `json:"served"`     // reads/s RecordAt counted for it
 }
 
@@ -60,6 +64,7 @@ func (t *Table) Snapshot() Snapshot {
 		Replicas:    make([]ReplicaLoad, len(t.members)),
 		Assignment:  make([][]string, t.parts),
 		HotKeys:     []HotKey{},
+		Shared:      []int{},
 		RecentMoves: slices.Clone(t.moves),
 		MovesTotal:  t.total.moves,
 		Rounds:      t.total.rounds,
@@ -79,6 +84,9 @@ func (t *Table) Snapshot() Snapshot {
 			s.Replicas[m].Partitions++
 		}
 		s.Replicas[own[0]].Primaries++
+		if t.shared[p] {
+			s.Shared = append(s.Shared, p)
+		}
 		if !slices.Equal(own, t.base[p*t.r:(p+1)*t.r]) {
 			s.Moved++
 		}

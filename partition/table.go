@@ -29,6 +29,7 @@ type Table struct {
 	base     []int32  // P × r: the owners rendezvous hashing gives, best first
 	eff      []int32  // P × r: the owners in force (base with moves applied)
 	partLoad []float64
+	shared   []bool // per partition: too hot for one home, its primaries spread over its owners
 	served   map[string]*servedLoad
 	hot      []hotKey
 	loads    []float64 // per member: the model load of the last round
@@ -45,6 +46,7 @@ const maxRecentMoves = 32
 // state is what the request path reads: immutable once published.
 type state struct {
 	owners [][]string             // per partition, the owners in force
+	shared []bool                 // per partition: no home (see Owners.Shared)
 	served map[string]*servedLoad // per replica name
 	hot    []hotRoute
 }
@@ -67,11 +69,18 @@ type Owners struct {
 	// Partition is the key's partition, in [0, P).
 	Partition int
 	// Replicas are the partition's owners (R of them, fewer if there are
-	// fewer replicas), or a hot key's K replicas, owners first. The slice
-	// is shared: do not modify it.
+	// fewer replicas), its home first, or a hot key's K replicas, owners
+	// first. The slice is shared: do not modify it.
 	Replicas []string
-	// Hot is true when the key is hot and Replicas is its wider set.
-	Hot bool
+	// Hot is true when the key is hot and Replicas is its wider set, over
+	// which its reads spread. Shared is true when the key's partition is
+	// too hot for any one replica (its reads alone, hot keys apart, above
+	// LoadBound × the mean per replica) and its reads spread over its
+	// owners. Otherwise Replicas[0] is the key's home: its primaries go
+	// there while it admits them; the other owners take its hedges, and
+	// its primaries only when the home admits none.
+	Hot    bool
+	Shared bool
 }
 
 // New returns a Table over the named replicas (stable names: the gateway
@@ -96,6 +105,7 @@ func New(replicas []string, cfg Config) (*Table, error) {
 		parts:    p,
 		counts:   make([]atomic.Int64, p),
 		partLoad: make([]float64, p),
+		shared:   make([]bool, p),
 		served:   map[string]*servedLoad{},
 	}
 	if cfg.HotKeys > 0 {
@@ -131,7 +141,7 @@ func (t *Table) OwnersAt(key string, now time.Time) Owners {
 			}
 		}
 	}
-	return Owners{Partition: p, Replicas: st.owners[p]}
+	return Owners{Partition: p, Replicas: st.owners[p], Shared: st.shared[p]}
 }
 
 // RecordAt counts one read of key served by replica at now. It feeds the
@@ -227,7 +237,7 @@ func (t *Table) owners(p int) []int32 { return t.eff[p*t.r : (p+1)*t.r] }
 // publish makes the request path see the current assignment, served
 // counters and hot routes. Called with mu held.
 func (t *Table) publish() {
-	st := &state{owners: make([][]string, t.parts), served: t.served}
+	st := &state{owners: make([][]string, t.parts), shared: slices.Clone(t.shared), served: t.served}
 	names := make([]string, len(t.eff))
 	for i, m := range t.eff {
 		names[i] = t.members[m]

@@ -17,6 +17,10 @@
 //     has not used yet. Their ...Among forms choose within a subset (a
 //     key's owners) and never fall back to a replica on probation: the
 //     caller falls back to the whole set.
+//   - Route steers one request's attempts through those picks: plain, a
+//     key's owners first (Set.Route with among), or a key's owners with a
+//     home (Set.RouteHome: the primary goes to the first owner whenever it
+//     admits one, so that the key is warm in one cache; see route.go).
 //   - A breaker opens after FailureThreshold consecutive failures, rejects
 //     for a cooldown (doubling up to MaxCooldown while probes fail), then
 //     admits exactly one probe. Every change of state starts a generation,

@@ -18,6 +18,19 @@ const MaxAttempts = 5
 //     but falling back at last to a replica on probation (see Pick's roles).
 //   - Owners: the same among a key's owners first. A pick that finds none of
 //     them available goes to the whole set, and counts as a fallback.
+//   - Owners with a home (RouteHome): the owners are ordered and the first
+//     is the key's home, the one replica whose cache the key should be
+//     warm in. The primary goes to the home whenever it admits one (its
+//     breaker admits a request, it is not on probation); otherwise to the
+//     other owners by power of two choices, then to the whole set. Hedges
+//     and retries go as in Owners: the cheapest owner not yet used, which
+//     after a primary at home is another owner. The home is not priced
+//     against the others: that would split a key's primaries between two
+//     caches whenever their costs crossed, and each would hold it half
+//     warm. Whether the home is within its load bound is its caller's to
+//     judge, over time, by choosing the home (package partition moves
+//     homes off replicas above the bound); in-flight counts are a poor
+//     judge of it per read (see docs/gateway.md, Affinity mode).
 //   - Tied: the primary's twin, a replica for the second copy, is picked with
 //     the primary (the first copy must name it as it leaves) and held until
 //     the second attempt takes it. A second attempt sent because the first
@@ -34,6 +47,7 @@ const MaxAttempts = 5
 type Route struct {
 	set      *Set
 	among    []int
+	home     bool // among[0] is the key's home: the primary's replica when it admits one
 	tied     bool
 	held     bool    // tied: the twin's ticket waits for the second copy
 	copies   [2]bool // tied: copy i went tied
@@ -47,6 +61,15 @@ type Route struct {
 // a tied request's (see Route). among is kept, not copied.
 func (s *Set) Route(among []int, tied bool) Route {
 	return Route{set: s, among: among, tied: tied}
+}
+
+// RouteHome returns a Route over s for one request in owners mode with a
+// home: owners (not empty) are a key's owners, in order, and owners[0] is
+// the key's home, where the primary goes whenever it admits one (see
+// Route). owners is kept, not copied. A nil or empty owners is Route(nil,
+// tied).
+func (s *Set) RouteHome(owners []int, tied bool) Route {
+	return Route{set: s, among: owners, home: len(owners) > 0, tied: tied}
 }
 
 // Set returns the Set the Route steers over.
@@ -87,12 +110,23 @@ func (r *Route) Pick(i int, retry bool, used []int, now time.Time) (replica int,
 }
 
 // pick picks for a among the Route's replicas when it has some, falling
-// back to the whole set when none fits.
+// back to the whole set when none fits. A primary with a home goes home
+// when it admits one, and otherwise to the other owners first.
 func (r *Route) pick(now time.Time, a Attempt) (Ticket, bool) {
-	if r.among != nil {
-		a.Among = r.among
+	among := r.among
+	if r.home && a.Role == Primary {
+		a.Among = among[:1]
 		if _, t, ok := r.set.Pick(now, a); ok {
 			return t, true
+		}
+		among = among[1:] // empty: none left but the whole set
+	}
+	if among != nil {
+		if len(among) > 0 {
+			a.Among = among
+			if _, t, ok := r.set.Pick(now, a); ok {
+				return t, true
+			}
 		}
 		r.fallback++
 		a.Among = nil

@@ -77,6 +77,87 @@ func TestRouteOwnersFirstThenFallback(t *testing.T) {
 	r.Done(0, Success, time.Millisecond)
 }
 
+// With a home, every primary goes home, however much cheaper the other
+// owner is, and the hedge goes to the other owner.
+func TestRouteHomeTakesEveryPrimary(t *testing.T) {
+	s := mustNew(t, 4, Config{})
+	now := t0
+	setEWMA(s, 2, 9*time.Millisecond, now) // the home: slow and busy
+	setEWMA(s, 3, 1*time.Millisecond, now)
+	busy := pickAt(t, s, 2, now)
+	for range 50 {
+		r := s.RouteHome([]int{2, 3}, false)
+		p, ok := r.Pick(0, false, nil, now)
+		if !ok || p != 2 {
+			t.Fatalf("primary %d, %v; want the home, 2", p, ok)
+		}
+		h, ok := r.Pick(1, false, []int{p}, now)
+		if !ok || h != 3 {
+			t.Fatalf("hedge %d, %v; want the other owner, 3", h, ok)
+		}
+		r.Done(0, Success, 9*time.Millisecond)
+		r.Done(1, Canceled, time.Millisecond)
+		setEWMA(s, 2, 9*time.Millisecond, now)
+		if r.Fallbacks() != 0 {
+			t.Fatalf("%d fallbacks", r.Fallbacks())
+		}
+	}
+	s.Done(busy, Success, now)
+	// Without a home the same owners share the primaries.
+	seen := map[int]bool{}
+	for range 50 {
+		r := s.Route([]int{2, 3}, false)
+		p, _ := r.Pick(0, false, nil, now)
+		seen[p] = true
+		r.Done(0, Success, time.Millisecond)
+	}
+	if !seen[3] {
+		t.Fatalf("owners mode without a home sent no primary to the cheaper owner: %v", seen)
+	}
+}
+
+// A home that admits no primary (breaker open, on probation) sends it to
+// the other owners, not counted as a fallback; with none of them either,
+// to the whole set, counted.
+func TestRouteHomeOverflowsToOwnersThenSet(t *testing.T) {
+	s := mustNew(t, 4, Config{FailureThreshold: 1})
+	now := t0
+	setEWMA(s, 1, 9*time.Millisecond, now)
+	setEWMA(s, 0, time.Millisecond, now)
+	setEWMA(s, 2, time.Millisecond, now)
+	for range 10 { // while the home admits one, the home, slow or not
+		r := s.RouteHome([]int{1, 0, 2}, false)
+		if p, ok := r.Pick(0, false, nil, now); !ok || p != 1 {
+			t.Fatalf("primary %d, %v with the home admitting; want 1", p, ok)
+		}
+		r.Done(0, Success, 9*time.Millisecond)
+	}
+	s.Done(pickAt(t, s, 1, now), Failure, now) // the home's breaker opens
+	r := s.RouteHome([]int{1, 0, 2}, false)
+	p, ok := r.Pick(0, false, nil, now)
+	if !ok || (p != 0 && p != 2) || r.Fallbacks() != 0 {
+		t.Fatalf("primary %d, %v, fallbacks %d; want owner 0 or 2, none", p, ok, r.Fallbacks())
+	}
+	r.Done(0, Success, time.Millisecond)
+	for _, o := range []int{0, 2} {
+		s.Done(pickAt(t, s, o, now), Failure, now)
+	}
+	r = s.RouteHome([]int{1, 0, 2}, false)
+	if p, ok := r.Pick(0, false, nil, now); !ok || p != 3 || r.Fallbacks() != 1 {
+		t.Fatalf("primary %d, %v, fallbacks %d; want 3, one fallback", p, ok, r.Fallbacks())
+	}
+	r.Done(0, Success, time.Millisecond)
+	// An empty list of owners is plain.
+	r = s.RouteHome(nil, false)
+	if p, ok := r.Pick(0, false, nil, now); !ok || p != 3 {
+		t.Fatalf("primary %d, %v without owners", p, ok)
+	}
+	r.Done(0, Success, time.Millisecond)
+	if n := inFlight(s); n != 0 {
+		t.Fatalf("%d tickets out", n)
+	}
+}
+
 func TestRouteTiedPicksTwinWithPrimary(t *testing.T) {
 	s := mustNew(t, 3, Config{})
 	now := t0
@@ -187,6 +268,9 @@ func TestRouteDoesNotAllocate(t *testing.T) {
 		r.Done(0, Success, time.Millisecond)
 		r.Done(1, Canceled, time.Millisecond)
 		r.Finish()
+		r = s.RouteHome(among, false)
+		p, _ = r.Pick(0, false, nil, t0)
+		r.Done(0, Success, time.Millisecond)
 	}); n != 0 {
 		t.Fatalf("%v allocations per request", n)
 	}

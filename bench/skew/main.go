@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,16 +202,22 @@ func drive(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "the row's name")
 	target := fs.String("target", "", "the proxy's loopback address")
 	urls := fs.String("replicas", "", "comma-separated base URLs of the replicas, for their counters")
-	parts := fs.String("partitions", "", "tailgate's /debug/partitions URL, for moves and hot keys")
+	parts := fs.String("partitions", "", "tailgate's /debug/partitions URL, for moves and hot keys; comma-separated for several gateways, whose homes are compared")
 	warmup := fs.Duration("warmup", 4*time.Second, "reads before the measurement, ramped up from a quarter of the rate")
 	duration := fs.Duration("duration", 6*time.Second, "the measurement")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on each read")
 	header := fs.Bool("header", false, "print the table's header first")
+	rate := fs.Float64("rate", 0, "offered reads/s (0: -load of the tier's capacity)")
+	reads := fs.Int("reads", 0, "reads of the whole run, warm-up included, at the offered rate: sets -duration (0: -duration)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	reps := strings.Split(*urls, ",")
-	for _, a := range append([]string{"http://" + *target}, append(reps, *parts)...) {
+	var partURLs []string
+	if *parts != "" {
+		partURLs = strings.Split(*parts, ",")
+	}
+	for _, a := range slices.Concat([]string{"http://" + *target}, reps, partURLs) {
 		if a == "" {
 			continue
 		}
@@ -218,14 +225,29 @@ func drive(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *warmup < 0 || *duration < time.Second || *duration > 5*time.Minute || *warmup > 5*time.Minute {
-		return fmt.Errorf("-warmup %v and -duration %v: want 0 <= warmup <= 5m, 1s <= duration <= 5m", *warmup, *duration)
-	}
 	tier, err := skew.PlanTier(len(reps), t.workers, t.keys, t.cacheKeys, t.exponent, t.hit, t.miss, t.load)
 	if err != nil {
 		return err
 	}
+	if *rate < 0 || *rate > skew.MaxRate || *reads < 0 || *reads > skew.MaxReads {
+		return fmt.Errorf("-rate %v and -reads %d: want 0 <= rate <= %d, 0 <= reads <= %d", *rate, *reads, skew.MaxRate, skew.MaxReads)
+	}
+	if *rate > 0 {
+		tier.Rate = *rate
+		t.load = *rate / tier.CapacityPerSec
+	}
+	if *reads > 0 {
+		// The run's arrivals at the rate, warm-up included, take about
+		// reads/rate: the measured span is the rest.
+		*duration = time.Duration(float64(*reads)/tier.Rate*float64(time.Second)) - *warmup
+	}
+	if *warmup < 0 || *duration < time.Second || *duration > 5*time.Minute || *warmup > 5*time.Minute {
+		return fmt.Errorf("-warmup %v and -duration %v: want 0 <= warmup <= 5m, 1s <= duration <= 5m", *warmup, *duration)
+	}
 	offer := skew.Arrivals(tier.Rate, *warmup+*duration, t.seed)
+	if *reads > 0 {
+		offer.Requests = *reads // exactly, though Poisson arrivals at the rate take about as long
+	}
 	offer.Concurrency = int(tier.Rate*timeout.Seconds()) + 100
 	keys, err := skew.Keys(t.keys, t.exponent, offer.Requests, t.seed)
 	if err != nil {
@@ -289,31 +311,63 @@ func drive(args []string, stdout, stderr io.Writer) error {
 		top = max(top, a)
 		all += after[i].arrivals - before[i].arrivals
 	}
-	row := []string{*name, ratio(hits, hits+misses), "", exp.Cell(sum.P50Ms), exp.Cell(sum.P99Ms), strconv.Itoa(sum.Failed + sum.Dropped), "", "—", "—"}
+	row := []string{*name, ratio(hits, hits+misses), "", exp.Cell(sum.P50Ms), exp.Cell(sum.P99Ms), strconv.Itoa(sum.Failed + sum.Dropped), "", "—", "—", "—"}
 	if arrivals > 0 {
 		row[2] = exp.F2(float64(top) * float64(len(reps)) / float64(arrivals))
 	}
 	if n := sent.Load(); n > 0 {
 		row[6] = exp.F2(float64(all) / float64(n))
 	}
-	if *parts != "" {
-		var p struct {
-			MovesTotal uint64 `json:"movesTotal"`
-			HotKeys    []any  `json:"hotKeys"`
+	if len(partURLs) > 0 {
+		var moves, hot []string
+		var homes [][]string // per gateway, each partition's home
+		for _, u := range partURLs {
+			var p struct {
+				MovesTotal uint64     `json:"movesTotal"`
+				HotKeys    []any      `json:"hotKeys"`
+				Assignment [][]string `json:"assignment"`
+			}
+			if err := getJSON(client, u, &p); err != nil {
+				return err
+			}
+			moves = append(moves, strconv.FormatUint(p.MovesTotal, 10))
+			hot = append(hot, strconv.Itoa(len(p.HotKeys)))
+			h := make([]string, len(p.Assignment))
+			for i, own := range p.Assignment {
+				if len(own) > 0 {
+					h[i] = own[0]
+				}
+			}
+			homes = append(homes, h)
 		}
-		if err := getJSON(client, *parts, &p); err != nil {
-			return err
+		row[7], row[8] = strings.Join(moves, "/"), strings.Join(hot, "/")
+		if len(homes) > 1 {
+			row[9] = strconv.Itoa(homesDiffer(homes))
 		}
-		row[7], row[8] = strconv.FormatUint(p.MovesTotal, 10), strconv.Itoa(len(p.HotKeys))
 	}
 	if *header {
-		fmt.Fprintf(stdout, "%d cache replicas (%d workers, an LRU of %d keys, hit %v, miss %v), %d keys Zipf %g: %.0f reads/s (%g of %.0f), %v warm-up, %v measured\n",
-			len(reps), t.workers, t.cacheKeys, t.hit, t.miss, t.keys, t.exponent, tier.Rate, t.load, tier.CapacityPerSec, *warmup, *duration)
-		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %5s\n", "proxy", "hit ratio", "load max", "p50 ms", "p99 ms", "failed", "attempts", "moves", "hot")
-		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %5s\n", "", "", "/mean", "", "", "", "/read", "", "keys")
+		fmt.Fprintf(stdout, "%d cache replicas (%d workers, an LRU of %d keys, hit %v, miss %v), %d keys Zipf %g: %.0f reads/s (%.2f of %.0f), %d reads: %v warm-up, %v measured\n",
+			len(reps), t.workers, t.cacheKeys, t.hit, t.miss, t.keys, t.exponent, tier.Rate, t.load, tier.CapacityPerSec, offer.Requests, *warmup, duration.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %6s %6s\n", "proxy", "hit ratio", "load max", "p50 ms", "p99 ms", "failed", "attempts", "moves", "hot", "homes")
+		fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %6s %6s\n", "", "", "/mean", "", "", "", "/read", "", "keys", "differ")
 	}
-	fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %5s\n", row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+	fmt.Fprintf(stdout, "%-46s %9s %9s %9s %9s %7s %9s %6s %6s %6s\n", row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
 	return nil
+}
+
+// homesDiffer counts the partitions whose home is not the same in every
+// gateway's assignment: where a key would be warm in more than one cache.
+func homesDiffer(homes [][]string) int {
+	n := 0
+	for p := range homes[0] {
+		for _, h := range homes[1:] {
+			if p >= len(h) || h[p] != homes[0][p] {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func ratio(a, b int64) string {

@@ -46,12 +46,12 @@ func TestDriveOneRow(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	f := strings.Fields(lines[3])
-	// name, hit ratio, load max/mean, p50, p99, failed, attempts/read, moves, hot keys
+	// name, hit ratio, load max/mean, p50, p99, failed, attempts/read, moves, hot keys, homes differ
 	// Every read goes to the target: the other replica gets none. The
 	// attempts per read count every read sent and every arrival, the run
 	// over: a direct read is one attempt, exactly, however busy the
 	// machine (over the measured span alone, reads sent late fell out).
-	if len(f) != 9 || f[1] == "—" || f[2] != "2.00" || f[5] != "0" || f[6] != "1.00" || f[7] != "—" {
+	if len(f) != 10 || f[1] == "—" || f[2] != "2.00" || f[5] != "0" || f[6] != "1.00" || f[7] != "—" {
 		t.Errorf("row %q", lines[3])
 	}
 	http.DefaultClient.CloseIdleConnections()
@@ -70,5 +70,17 @@ func TestRefusesOtherHosts(t *testing.T) {
 		if code := command(args, &out, &errb); code == 0 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
+	}
+}
+
+// The homes of three gateways' assignments are compared partition by
+// partition.
+func TestHomesDiffer(t *testing.T) {
+	a := []string{"r1", "r2", "r3"}
+	if n := homesDiffer([][]string{a, a, a}); n != 0 {
+		t.Errorf("the same homes: %d differ", n)
+	}
+	if n := homesDiffer([][]string{a, {"r1", "r3", "r3"}, {"r1", "r2", "r1"}}); n != 2 {
+		t.Errorf("%d differ, want 2", n)
 	}
 }

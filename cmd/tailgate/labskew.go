@@ -21,9 +21,10 @@ the rest queue) read for -keys keys of Zipf popularity (-exponent) at -load of
 the tier's capacity, through four policies on the same arrivals, each hedged
 (the hedge engine's default policy, the hedge to another of the key's
 replicas) and not: no affinity (power of two choices over every replica,
-today's gateway), one partition per replica (hash mod N), micro-partitions
-(package partition, rebalancing on) and micro-partitions + selective
-replication (hot keys over more replicas). One JSON line per policy (p50/p99/
+today's gateway without a key), one partition per replica (hash mod N),
+micro-partitions (package partition, rebalancing on: a key's primaries to its
+partition's home, as the gateway's affinity mode) and micro-partitions +
+selective replication (hot keys over more replicas). One JSON line per policy (p50/p99/
 p99.9, hit ratio, load max/mean, partitions moved, hot keys, attempts per
 read), then one per run of the -exponents sweep (hedged policies) and one per
 goal of issue 14; -html plots the load per replica over time and p99 against
@@ -49,18 +50,20 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	}
 	exponents := fs.String("exponents", strings.Join(sweep, ","), fmt.Sprintf(`Zipf exponents of the p99-against-skew sweep, hedged policies only ("" for none; at most %d)`, skew.MaxExponents))
 	perReplica := fs.Int("partitions-per-replica", 0, fmt.Sprintf("micro-partitions per replica (default %d)", partition.DefaultPartitionsPerReplica))
-	owners := fs.Int("owners", 0, fmt.Sprintf("owners per partition: where a key's primary and hedge go (default %d)", partition.DefaultOwners))
-	bound := fs.Float64("load-bound", 0, fmt.Sprintf("a replica above this × the mean load sheds partitions (default %g; > 1)", partition.DefaultLoadBound))
+	owners := fs.Int("owners", 0, fmt.Sprintf("owners per partition: the first, its home, takes a key's primaries, the others its hedges (default %d)", partition.DefaultOwners))
+	bound := fs.Float64("load-bound", 0, fmt.Sprintf("a replica above this × the mean load hands partitions' homes to others (default %g; > 1)", partition.DefaultLoadBound))
 	hotKeys := fs.Int("hot-keys", 0, fmt.Sprintf("most keys replicated at once (default %d)", partition.DefaultHotKeys))
 	hotReplicas := fs.Int("hot-replicas", 0, fmt.Sprintf("replicas a hot key's reads spread over (default %d)", partition.DefaultHotReplicas))
 	window := fs.Duration("window", d.Partitions.Window, "time constant of the partition table's load estimates (the gateway's default is 10s)")
 	cooldown := fs.Duration("cooldown", d.Partitions.Cooldown, "least time between rebalancing rounds that move partitions (the gateway's default is 5s)")
 	every := fs.Duration("rebalance-every", d.RebalanceEvery, "how often a rebalancing round runs (up to 10s; the gateway's default is 1s)")
 	timeout := fs.Duration("timeout", d.Timeout, "bound on each read, hedges included (100ms to 1m)")
+	inflight := fs.Float64("inflight-bound", 0, "micro-partitions: judge a key's home per read, as HAProxy's hash-balance-factor: its primary goes to another owner when the home would have more than this × the mean attempts in flight per replica (0, the default and the gateway's way: the home whenever it admits one; else within (1, 10])")
 	sd := skew.SimDefaults()
 	simulate := fs.Bool("simulate", false, fmt.Sprintf("simulate the placements (no hedging) for -replicas virtual replicas instead (default %d replicas, %d keys, a window of %v and a cooldown of %v of virtual time)",
 		sd.Replicas, sd.Keys, sd.Partitions.Window, sd.Partitions.Cooldown))
 	simRequests := fs.Int("sim-requests", sd.Requests, fmt.Sprintf("with -simulate: reads per placement, the first third a warm-up (1000 to %d)", skew.MaxSimRequests))
+	gateways := fs.Int("gateways", 1, fmt.Sprintf("with -simulate: gateways routing the micro-partition placements' reads in turn, each with its own partition table (1 to %d): whether they agree on the homes without talking", skew.MaxGateways))
 	if code := parseFlags(fs, args, stdout); code >= 0 {
 		return code
 	}
@@ -77,9 +80,12 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 	}
 	parts := partition.Config{PartitionsPerReplica: *perReplica, Owners: *owners, LoadBound: *bound, HotKeys: *hotKeys, HotReplicas: *hotReplicas,
 		Window: *window, Cooldown: *cooldown}
+	if *simulate && set["inflight-bound"] {
+		return usageError(stderr, name, errors.New("-inflight-bound applies to loopback runs, not -simulate"))
+	}
 	if *simulate {
 		cfg := skew.SimConfig{Workers: *workers, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss, Load: *loadShare,
-			Requests: *simRequests, Partitions: parts, RebalanceEvery: *every, Seed: o.seed, Progress: progress(stderr, "skew")}
+			Requests: *simRequests, Partitions: parts, RebalanceEvery: *every, Gateways: *gateways, Seed: o.seed, Progress: progress(stderr, "skew")}
 		// Flags whose defaults are the loopback tier's take the
 		// simulation's unless given.
 		cfg.Replicas, cfg.Keys = sd.Replicas, sd.Keys
@@ -111,11 +117,11 @@ replicas in the simulator instead: no sockets, deterministic for a seed.`, stder
 			return rep, rep.Config, lines, nil
 		})
 	}
-	if set["sim-requests"] {
-		return usageError(stderr, name, errors.New("-sim-requests needs -simulate"))
+	if set["sim-requests"] || set["gateways"] {
+		return usageError(stderr, name, errors.New("-sim-requests and -gateways need -simulate"))
 	}
 	cfg := skew.Config{Replicas: *replicas, Workers: *workers, Keys: *keys, CacheKeys: *cacheKeys, Exponent: *exponent, Hit: *hit, Miss: *miss,
-		Load: *loadShare, Warmup: *warmup, Duration: *duration, Exponents: []float64{}, RebalanceEvery: *every, Timeout: *timeout, Seed: o.seed,
+		Load: *loadShare, Warmup: *warmup, Duration: *duration, Exponents: []float64{}, RebalanceEvery: *every, Timeout: *timeout, InFlightBound: *inflight, Seed: o.seed,
 		Partitions: parts, Progress: progress(stderr, "skew")}
 	if *warmup == 0 { // on the command line 0 means none; in a Config, the default
 		cfg.Warmup = skew.NoWarmup

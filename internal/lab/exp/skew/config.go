@@ -80,6 +80,15 @@ type Config struct {
 	// RebalanceEvery is how often a rebalancing round runs. Default
 	// 250ms (the gateway's is 1s); within (0, 10s].
 	RebalanceEvery time.Duration
+	// InFlightBound, when above 0, makes the micro-partition policies
+	// judge a key's home per read, as HAProxy's hash-balance-factor
+	// judges a server: the primary leaves the home for another owner
+	// when one more attempt would take the home past InFlightBound × the
+	// mean attempts in flight per replica. Zero (the default, and the
+	// gateway's way) sends the primary home whenever it admits one, and
+	// leaves the load bound to the partition table's moves. Zero or
+	// within (1, 10].
+	InFlightBound float64
 	// Timeout bounds each read, hedges included; a read that times out
 	// fails. Default 2s; within [100ms, 1m].
 	Timeout time.Duration
@@ -163,6 +172,7 @@ func (cfg Config) setup() (Setup, error) {
 	}
 	exp.Above(c, "rebalance-every", cfg.RebalanceEvery, 0, 10*time.Second)
 	exp.Within(c, "timeout", cfg.Timeout, 100*time.Millisecond, time.Minute)
+	c.Check(cfg.InFlightBound == 0 || cfg.InFlightBound > 1 && cfg.InFlightBound <= 10, "inflight-bound", cfg.InFlightBound, "must be 0 (none) or within (1, 10]")
 	c.Check(c.Err() != nil || tier.Rate <= MaxRate, "load", cfg.Load,
 		"offers %.0f reads/s to a tier that serves %.0f: keep it within %d (fewer replicas or workers, a lower load, or slower hits and misses)",
 		tier.Rate, tier.CapacityPerSec, MaxRate)
@@ -174,7 +184,7 @@ func (cfg Config) setup() (Setup, error) {
 		return Setup{}, &exp.FieldError{Experiment: "skew", Problem: "partitions: " + err.Error()}
 	}
 	s := Setup{
-		Tier: tier, WarmupMs: load.Ms(max(cfg.Warmup, 0)), DurationMs: load.Ms(cfg.Duration),
+		Tier: tier, WarmupMs: load.Ms(max(cfg.Warmup, 0)), DurationMs: load.Ms(cfg.Duration), InFlightBound: cfg.InFlightBound,
 		Exponents: cfg.Exponents, Partitions: settingsOf(cfg.Partitions, cfg.RebalanceEvery), TimeoutMs: load.Ms(cfg.Timeout),
 		Seed: cfg.Seed, ArrivalSeed: load.PointSeed(cfg.Seed, 0), KeySeed: load.PointSeed(cfg.Seed, 1), PickSeed: load.PointSeed(cfg.Seed, 2),
 		ReplicaNames: names,
@@ -219,6 +229,9 @@ type Setup struct {
 	SweepRates []float64 `json:"sweepRates"`
 	// Partitions are the micro-partition policies' table settings.
 	Partitions settings `json:"partitions"`
+	// InFlightBound is Config's: 0 when a key's primaries go home
+	// whenever it admits one.
+	InFlightBound float64 `json:"inFlightBound"`
 	// HedgeDelay, MaxAttempts, HedgeBudget and HedgeBurst are the hedging
 	// policies' (the hedge engine's defaults); TimeoutMs bounds each read.
 	HedgeDelay   string   `json:"hedgeDelay"`

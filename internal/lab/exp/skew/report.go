@@ -69,6 +69,10 @@ type replicaShare struct {
 	Hits        int64   `json:"hits"`
 	Misses      int64   `json:"misses"`
 	Utilization float64 `json:"utilization"`
+	// Model is the reads/s the partition table's model gave the replica
+	// as the run ended (micro-partitions only): its homes' reads and its
+	// share of hot keys', what the rebalancer keeps within the bound.
+	Model float64 `json:"model,omitempty"`
 }
 
 // finish fills in res from the run's outcomes, the fixtures' counters
@@ -333,14 +337,23 @@ func (r *Report) Section() report.Section {
 			"%.0f reads/s are offered (%g of that), Poisson arrivals, the same in every run, each on fresh replicas with cold caches: %.0f s of warm-up, then %.0f s measured. "+
 			"Policies: %s routes by the replica set's power of two choices over every replica (today's gateway); %s sends a key to hash mod N and its hedge to the next replica; "+
 			"%s use package partition (%d partitions a replica, %d owners, load bound %g, %d moves a round at most, window %.0f ms, cooldown %.0f ms, a round every %.0f ms) "+
-			"with the primary among a key's owners by power of two choices and the hedge to another owner, and, with selective replication, up to %d hot keys over %d replicas. "+
+			"with a key's primary to its partition's home (its first owner) whenever the home admits one%s and the hedge to another owner, and, with selective replication, up to %d hot keys over %d replicas. "+
 			"Hedging is the hedge engine's default (%s, at most %d attempts, budget %g with burst %g).",
 			c.Replicas, c.CacheKeys, c.HitMs, c.MissMs, c.Workers, c.Keys, c.Exponent, 100*c.TopKeyShare,
 			c.CapacityPerSec, c.PlannedHitRatio, c.NoAffinityHitRatio, c.Rate, c.Load, c.WarmupMs/1000, c.DurationMs/1000,
 			NoAffinity, OnePerRepl, Micro+" and "+MicroHot, c.Partitions.PartitionsPerReplica, c.Partitions.Owners, c.Partitions.LoadBound,
-			c.Partitions.MovesPerRound, c.Partitions.WindowMs, c.Partitions.CooldownMs, c.Partitions.RebalanceEveryMs, c.Partitions.HotKeys, c.Partitions.HotReplicas,
+			c.Partitions.MovesPerRound, c.Partitions.WindowMs, c.Partitions.CooldownMs, c.Partitions.RebalanceEveryMs, boundText(c.InFlightBound),
+			c.Partitions.HotKeys, c.Partitions.HotReplicas,
 			c.HedgeDelay, c.MaxAttempts, c.HedgeBudget, c.HedgeBurst),
 		Plots:  plots,
 		Tables: tables,
 	}
+}
+
+// boundText says how a run judged a home's load per read, for the report.
+func boundText(bound float64) string {
+	if bound == 0 {
+		return " (the load bound is the partition table's, kept by moving homes)"
+	}
+	return fmt.Sprintf(" and is within an in-flight bound of %g× the mean per replica (as HAProxy's hash-balance-factor; otherwise another owner)", bound)
 }

@@ -2,6 +2,7 @@ package skew
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -74,9 +75,14 @@ func modOf(key string, n int) int {
 // router routes one run's reads: it picks each attempt's replica through
 // the replica set (power of two choices by peak-EWMA latency × attempts in
 // flight for a primary, the cheapest for a hedge), restricted to the key's
-// replicas under the policy, as the gateway's affinity mode does: a
-// primary among the key's replicas, a hedge among the others of them, and
-// anywhere only when none of them admits an attempt (a fallback).
+// replicas under the policy. The micro-partition policies steer as the
+// gateway's affinity mode does, through replica.Route: a key's primary to
+// its partition's home whenever the home admits one (RouteHome), a hot
+// key's among its replicas, a hedge to another of them, and anywhere only
+// when none of them admits an attempt (a fallback). With an in-flight
+// bound (Config.InFlightBound) they judge the home's load per read
+// instead, as HAProxy's hash-balance-factor does: the evidence for
+// judging it in the partition table (docs/lab.md).
 type router struct {
 	pol    Policy
 	set    *replica.Set
@@ -84,6 +90,7 @@ type router struct {
 	urls   []string
 	index  map[string]int
 	table  *partition.Table // micro only
+	bound  float64          // micro: the in-flight bound of a home, 0 for none (see Config.InFlightBound)
 	client *http.Client
 	hedger *hedge.Hedger
 
@@ -101,9 +108,16 @@ type read struct {
 	id  int
 	key string
 	// first and alternates are the replicas a primary and a hedge go to;
-	// nil means any.
+	// nil means any. home: first[0] is the key's home (micro, a key that
+	// is not hot).
 	first, alternates []int
-	tickets           [hedge.MaxAttemptsCap]replica.Ticket
+	home              bool
+	// route steers the micro policies' reads without an in-flight bound:
+	// the gateway's steering.
+	route    replica.Route
+	useRoute bool
+	picked   [hedge.MaxAttemptsCap]time.Time // route: when each attempt was picked
+	tickets  [hedge.MaxAttemptsCap]replica.Ticket
 }
 
 // route fills rd's replicas at now, its arrival.
@@ -121,8 +135,30 @@ func (r *router) route(rd *read, now time.Time) {
 		for _, name := range o.Replicas {
 			among = append(among, r.index[name])
 		}
-		rd.first, rd.alternates = among, among
+		rd.first, rd.alternates, rd.home = among, among, !o.Hot && !o.Shared
+		if r.bound == 0 {
+			rd.useRoute = true
+			if rd.home {
+				rd.route = r.set.RouteHome(among, false)
+			} else {
+				rd.route = r.set.Route(among, false)
+			}
+		}
 	}
+}
+
+// overBound reports whether home is above the in-flight bound: one more
+// attempt would take it past bound × the mean in flight per replica (the
+// attempt counted), HAProxy's rule for a server under hash-balance-factor.
+func (r *router) overBound(home int, now time.Time) bool {
+	total, at := int64(0), int64(0)
+	for i, st := range r.set.Snapshot(now) {
+		total += st.InFlight
+		if i == home {
+			at = st.InFlight
+		}
+	}
+	return float64(at+1) > math.Ceil(r.bound*float64(total+1)/float64(len(r.names)))
 }
 
 // pick picks attempt a's replica, the earlier attempts having used used.
@@ -134,9 +170,27 @@ func (r *router) pick(rd *read, a hedge.Attempt, used []int) (int, bool) {
 		t  replica.Ticket
 		ok bool
 	)
+	if rd.useRoute {
+		before := rd.route.Fallbacks()
+		if i, ok = rd.route.Pick(a.Index, false, used, now); !ok {
+			return 0, false
+		}
+		r.fallbacks.Add(int64(rd.route.Fallbacks() - before))
+		rd.picked[a.Index] = now
+		r.launched.Add(1)
+		r.attempts[rd.id].Add(1)
+		return i, true
+	}
 	want, among := replica.Attempt{Role: replica.Primary}, rd.first
 	if a.Index > 0 {
 		want, among = replica.Attempt{Role: replica.Hedge, Exclude: used}, rd.alternates
+	} else if rd.home {
+		// The home unless it is above the in-flight bound, then the
+		// others of the key's owners.
+		among = rd.first[:1]
+		if len(rd.first) > 1 && r.overBound(rd.first[0], now) {
+			among = rd.first[1:]
+		}
 	}
 	if among != nil {
 		want.Among = among
@@ -188,7 +242,11 @@ func (r *router) do(ctx context.Context, rd *read) (int, error) {
 			case err != nil:
 				o = replica.Failure
 			}
-			r.set.Done(rd.tickets[a.Index], o, time.Now())
+			if rd.useRoute {
+				rd.route.Done(a.Index, o, time.Since(rd.picked[a.Index]))
+			} else {
+				r.set.Done(rd.tickets[a.Index], o, time.Now())
+			}
 			return a.Target, err
 		},
 	})
@@ -207,9 +265,10 @@ func (r *router) record(rd *read, winner int, arrived time.Time) {
 	r.table.RecordAt(rd.key, name, arrived)
 }
 
-// steer is the engine's Steering of one read: the router's own placement
-// (a key's replica, then its successor), which the gateway's
-// replica.Route does not offer, for it is what the experiment compares.
+// steer is the engine's Steering of one read: the router's placement
+// (for one partition per replica a key's replica, then its successor,
+// which replica.Route does not offer, for it is what the experiment
+// compares; for micro-partitions replica.Route, as the gateway).
 type steer struct {
 	r  *router
 	rd *read

@@ -123,7 +123,7 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent, rate
 	var fixtures []*fixture.Fixture
 	defer func() { fixture.CloseAll(fixtures) }()
 	r := &router{pol: pol, names: s.ReplicaNames, index: map[string]int{}, attempts: make([]atomic.Int32, len(keys)),
-		suppressed: make([]hedge.Suppressions, len(keys))}
+		suppressed: make([]hedge.Suppressions, len(keys)), bound: cfg.InFlightBound}
 	for i, name := range s.ReplicaNames {
 		f, err := fixture.Start(fixture.Config{Name: name, Seed: s.Seed*1_000_003 + uint64(i), Capacity: cfg.Workers, Middleware: arr.wrap(i),
 			Cache: &fixture.Cache{Keys: cfg.CacheKeys, Hit: fixture.Constant(cfg.Hit), Miss: fixture.Constant(cfg.Miss)}})
@@ -233,6 +233,9 @@ func runOne(ctx context.Context, cfg Config, s Setup, pol Policy, exponent, rate
 	res.finish(cfg, s, outs, marks, fixtures, arr, r)
 	if r.table != nil {
 		snap := r.table.Snapshot()
+		for i := range res.Replicas {
+			res.Replicas[i].Model = exp.Round3(snap.Replicas[i].Load)
+		}
 		res.HotKeys = len(snap.HotKeys)
 		res.PartitionsAway = snap.Moved
 		for _, h := range snap.HotKeys {

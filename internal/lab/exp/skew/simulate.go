@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,12 @@ type SimConfig struct {
 	// RebalanceEvery is how often, in virtual time, a round runs. Default
 	// 250ms.
 	RebalanceEvery time.Duration
+	// Gateways is how many gateways route the micro-partition placements'
+	// reads, each with a partition table of its own fed the reads it
+	// routes, the reads dealt to them in turn (a round-robin balancer in
+	// front): whether gateways that do not talk agree on the homes, and
+	// what it costs when they do not. Default 1; within [1, MaxGateways].
+	Gateways int
 	// Seed makes the simulation reproducible. Default 1.
 	Seed uint64
 	// Progress, when non-nil, is told as each placement completes.
@@ -56,6 +63,7 @@ type SimConfig struct {
 const (
 	MaxSimReplicas = 100_000
 	MaxSimRequests = 100_000_000
+	MaxGateways    = 16
 )
 
 // SimDefaults returns the configuration a zero SimConfig runs with but
@@ -65,7 +73,7 @@ func SimDefaults() SimConfig {
 	d := Defaults()
 	return SimConfig{Replicas: 1000, Workers: d.Workers, CacheKeys: d.CacheKeys, Exponent: d.Exponent, Hit: d.Hit, Miss: d.Miss, Load: d.Load,
 		Keys: 250_000, Requests: 2_000_000, Partitions: partition.Config{Window: 2 * time.Second, Cooldown: time.Second},
-		RebalanceEvery: 250 * time.Millisecond, Seed: 1}
+		RebalanceEvery: 250 * time.Millisecond, Gateways: 1, Seed: 1}
 }
 
 func (cfg SimConfig) withDefaults() SimConfig {
@@ -83,6 +91,7 @@ func (cfg SimConfig) withDefaults() SimConfig {
 	exp.Default(&cfg.Partitions.Cooldown, d.Partitions.Cooldown)
 	exp.Default(&cfg.Partitions.MovesPerRound, max(cfg.Replicas/50, partition.DefaultMovesPerRound))
 	exp.Default(&cfg.RebalanceEvery, d.RebalanceEvery)
+	exp.Default(&cfg.Gateways, d.Gateways)
 	exp.Default(&cfg.Seed, d.Seed)
 	return cfg
 }
@@ -102,6 +111,7 @@ type SimSetup struct {
 	Warmup         int      `json:"warmup"`
 	VirtualSeconds float64  `json:"virtualSeconds"`
 	Partitions     settings `json:"partitions"`
+	Gateways       int      `json:"gateways"`
 	Seed           uint64   `json:"seed"`
 	Policies       []string `json:"policies"`
 }
@@ -112,13 +122,15 @@ func (cfg SimConfig) setup() (SimSetup, sim.SkewConfig, error) {
 		MaxSimReplicas, sim.MaxSkewWorkers, sim.MaxZipfKeys}.plan(c)
 	exp.Within(c, "sim-requests", cfg.Requests, 1000, MaxSimRequests)
 	exp.Above(c, "rebalance-every", cfg.RebalanceEvery, 0, 10*time.Second)
+	exp.Within(c, "gateways", cfg.Gateways, 1, MaxGateways)
 	if c.Err() != nil {
 		return SimSetup{}, sim.SkewConfig{}, c.Err()
 	}
 	if _, err := partition.New(simNames(cfg.Replicas), cfg.Partitions); err != nil {
 		return SimSetup{}, sim.SkewConfig{}, &exp.FieldError{Experiment: "skew", Problem: "partitions: " + err.Error()}
 	}
-	s := SimSetup{Tier: tier, Requests: cfg.Requests, Warmup: cfg.Requests / 3, Partitions: settingsOf(cfg.Partitions, cfg.RebalanceEvery), Seed: cfg.Seed}
+	s := SimSetup{Tier: tier, Requests: cfg.Requests, Warmup: cfg.Requests / 3, Partitions: settingsOf(cfg.Partitions, cfg.RebalanceEvery),
+		Gateways: cfg.Gateways, Seed: cfg.Seed}
 	s.VirtualSeconds = exp.Round3(float64(cfg.Requests) / s.Rate)
 	for _, p := range policies() {
 		if !p.hedging {
@@ -150,7 +162,10 @@ type SimResult struct {
 	Balance
 	// TopHotKeyShare is the most read hot key's share of all reads at the
 	// end, over its replicas: what one of them must take from it alone.
-	TopHotKeyShare  float64 `json:"topHotKeyShare"`
+	TopHotKeyShare float64 `json:"topHotKeyShare"`
+	// HomesDiffer counts the partitions whose home was not the same in
+	// every gateway's table at the end (micro-partitions, Gateways > 1).
+	HomesDiffer     int     `json:"homesDiffer"`
 	AttemptsPerRead float64 `json:"attemptsPerRead"`
 }
 
@@ -214,23 +229,46 @@ func simulateOne(pol Policy, cfg SimConfig, s SimSetup, sc sim.SkewConfig) (SimR
 		res.HotKeys = len(snap.HotKeys)
 		if len(snap.HotKeys) > 0 {
 			h := snap.HotKeys[0]
-			res.TopHotKeyShare = exp.Round3(h.Rate / s.Rate / float64(len(h.Replicas)))
+			// Each gateway's sketch sees its share of the reads.
+			res.TopHotKeyShare = exp.Round3(h.Rate * float64(len(p.tables)) / s.Rate / float64(len(h.Replicas)))
 		}
+		res.HomesDiffer = homesDiffer(p.tables)
 	}
 	return res, nil
 }
 
+// homesDiffer counts the partitions whose home is not the same in every
+// table.
+func homesDiffer(tables []*partition.Table) int {
+	var homes [][][]string
+	for _, t := range tables {
+		homes = append(homes, t.Snapshot().Assignment)
+	}
+	n := 0
+	for q := range homes[0] {
+		for _, h := range homes[1:] {
+			if h[q][0] != homes[0][q][0] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // simPlacement places the simulation's keys (Zipf ranks) as a policy does.
 type simPlacement struct {
-	pol   Policy
-	seed  uint64
-	n     int
-	all   []int
-	one   []int
-	table *partition.Table
-	index map[string]int
-	names []string
-	epoch time.Time // virtual time 0
+	pol    Policy
+	seed   uint64
+	n      int
+	all    []int
+	one    []int
+	tables []*partition.Table // micro: one a gateway
+	table  *partition.Table   // the table of the gateway routing the read at hand
+	next   int                // the gateway the next read is dealt to
+	index  map[string]int
+	names  []string
+	epoch  time.Time // virtual time 0
 	// The last key named, and its name: Candidates and Served ask for the
 	// same key one after the other.
 	lastKey  int
@@ -249,7 +287,11 @@ func newSimPlacement(pol Policy, cfg SimConfig, s SimSetup) *simPlacement {
 		if !pol.hot {
 			pc.HotKeys = -1
 		}
-		p.table, _ = partition.New(p.names, pc) // validated by setup
+		for range cfg.Gateways {
+			t, _ := partition.New(p.names, pc) // validated by setup
+			p.tables = append(p.tables, t)
+		}
+		p.table = p.tables[0]
 	}
 	return p
 }
@@ -268,10 +310,18 @@ func (p *simPlacement) Candidates(key int, now time.Duration) []int {
 		p.one = append(p.one[:0], modOf(p.name(key), p.n))
 		return p.one
 	case micro:
+		// A key's home serves it, as in the gateway; a hot key's
+		// replicas, or a shared partition's owners, share it. The reads are dealt to the gateways in
+		// turn; Served follows with the same read.
+		p.table = p.tables[p.next]
+		p.next = (p.next + 1) % len(p.tables)
 		o := p.table.OwnersAt(p.name(key), p.epoch.Add(now))
 		p.one = p.one[:0]
 		for _, r := range o.Replicas {
 			p.one = append(p.one, p.index[r])
+			if !o.Hot && !o.Shared {
+				break
+			}
 		}
 		return p.one
 	}
@@ -285,12 +335,16 @@ func (p *simPlacement) Served(key, replica int, now time.Duration) {
 	}
 }
 
-// Rebalance implements sim.Placement.
+// Rebalance implements sim.Placement: every gateway's round; the moves
+// counted are the first gateway's.
 func (p *simPlacement) Rebalance(now time.Duration) int {
-	if p.table == nil {
-		return 0
+	moved := 0
+	for i, t := range p.tables {
+		if n := len(t.RebalanceAt(p.epoch.Add(now))); i == 0 {
+			moved = n
+		}
 	}
-	return len(p.table.RebalanceAt(p.epoch.Add(now)))
+	return moved
 }
 
 // Section implements exp.Sectioner.
@@ -298,22 +352,27 @@ func (r *SimReport) Section() report.Section {
 	c := r.Config
 	var rows [][]string
 	for _, res := range r.Results {
+		differ := "—"
+		if strings.HasPrefix(res.Policy, Micro) && c.Gateways > 1 {
+			differ = strconv.Itoa(res.HomesDiffer)
+		}
 		rows = append(rows, []string{res.Policy, exp.F1(res.P50Ms), exp.F1(res.P99Ms), exp.F1(res.P999Ms), exp.F3(res.HitRatio),
 			exp.F2(res.LoadMaxOverMean), exp.F2(res.WorkMaxOverMean), exp.F2(res.Utilization), exp.F2(res.MaxUtilization),
-			strconv.Itoa(res.PartitionsMoved), strconv.Itoa(res.HotKeys)})
+			strconv.Itoa(res.PartitionsMoved), strconv.Itoa(res.HotKeys), differ})
 	}
 	return report.Section{
 		Heading: fmt.Sprintf("skew, simulated: %d replicas, %d partitions", c.Replicas, c.Replicas*c.Partitions.PartitionsPerReplica),
 		Text: fmt.Sprintf("The skew experiment's placements against %d virtual cache servers (an LRU of %d keys, %g ms a hit, %g ms a miss, %d workers each), "+
 			"%d reads of %d keys of Zipf popularity with exponent %g (the hottest key draws %.1f%% of them, %.0f× a replica's mean share) at %.0f reads/s (%g of the tier's capacity at its planned hit ratio %.3f), "+
 			"in virtual time: no sockets, no hedging; the first third warms the caches and the tables and is not measured. "+
-			"A read goes to the replica with less work queued of two of its key's replicas drawn at random. "+
-			"Partition tables: %d partitions a replica, %d owners, load bound %g, %d moves a round at most, window %.0f ms, cooldown %.0f ms, a round every %.0f ms of virtual time; up to %d hot keys over %d replicas.",
+			"A read goes to its key's one replica (under micro-partitions, its partition's home), or to the one with less work queued of two of a key's replicas drawn at random (no affinity; a hot key; a partition too hot for one home). "+
+			"Partition tables: %d partitions a replica, %d owners, load bound %g, %d moves a round at most, window %.0f ms, cooldown %.0f ms, a round every %.0f ms of virtual time; up to %d hot keys over %d replicas. "+
+			"%d gateway(s) route the micro-partition placements' reads, dealt to them in turn, each with a table of its own fed the reads it routes (moves: the first gateway's; homes differ: the partitions whose home the gateways' tables disagree on at the end).",
 			c.Replicas, c.CacheKeys, c.HitMs, c.MissMs, c.Workers, c.Requests, c.Keys, c.Exponent, 100*c.TopKeyShare, c.TopKeyShare*float64(c.Replicas),
 			c.Rate, c.Load, c.PlannedHitRatio, c.Partitions.PartitionsPerReplica, c.Partitions.Owners, c.Partitions.LoadBound, c.Partitions.MovesPerRound,
-			c.Partitions.WindowMs, c.Partitions.CooldownMs, c.Partitions.RebalanceEveryMs, c.Partitions.HotKeys, c.Partitions.HotReplicas),
+			c.Partitions.WindowMs, c.Partitions.CooldownMs, c.Partitions.RebalanceEveryMs, c.Partitions.HotKeys, c.Partitions.HotReplicas, c.Gateways),
 		Tables: []report.Table{{Title: "Simulated placements",
-			Columns: []string{"policy", "p50 ms", "p99 ms", "p99.9 ms", "hit ratio", "load max/mean", "work max/mean", "utilization", "busiest", "moves", "hot keys"},
+			Columns: []string{"policy", "p50 ms", "p99 ms", "p99.9 ms", "hit ratio", "load max/mean", "work max/mean", "utilization", "busiest", "moves", "hot keys", "homes differ"},
 			Rows:    rows, Align: []string{"left"}}},
 	}
 }

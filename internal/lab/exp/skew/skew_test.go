@@ -52,6 +52,7 @@ func TestConfigRejects(t *testing.T) {
 		"exponents":       func(c *Config) { c.Exponents = []float64{1, 4} },
 		"rebalance-every": func(c *Config) { c.RebalanceEvery = time.Minute },
 		"timeout":         func(c *Config) { c.Timeout = time.Millisecond },
+		"inflight-bound":  func(c *Config) { c.InFlightBound = 0.5 },
 	} {
 		cfg := Config{}.withDefaults()
 		mod(&cfg)
@@ -134,8 +135,13 @@ func pickBoth(t *testing.T, r *router, key string) (primary, hedged int) {
 	if !ok {
 		t.Fatalf("%s: no hedge", key)
 	}
-	r.set.Done(rd.tickets[0], replica.Success, time.Now())
-	r.set.Done(rd.tickets[1], replica.Canceled, time.Now())
+	if rd.useRoute {
+		rd.route.Done(0, replica.Success, time.Millisecond)
+		rd.route.Done(1, replica.Canceled, time.Millisecond)
+	} else {
+		r.set.Done(rd.tickets[0], replica.Success, time.Now())
+		r.set.Done(rd.tickets[1], replica.Canceled, time.Now())
+	}
 	return p, h
 }
 
@@ -177,6 +183,33 @@ func TestRoutingMicroPartitionsStaysWithOwners(t *testing.T) {
 	}
 	if len(seen) < 4 {
 		t.Errorf("without affinity one key's primaries went to %d replicas only", len(seen))
+	}
+}
+
+// Under micro-partitions a key's primaries go to its home, its
+// partition's first owner, however loaded; with an in-flight bound, a
+// home past it sends them to another owner.
+func TestRoutingMicroPartitionsSendsPrimariesHome(t *testing.T) {
+	r := newTestRouter(t, Policy{Name: Micro, placement: micro, hedging: true}, 4)
+	key := keyName(3, 0)
+	owners := r.table.OwnersAt(key, time.Now()).Replicas
+	home := r.index[owners[0]]
+	var held []replica.Ticket
+	for range 6 { // the home busy with six reads, the others idle
+		_, t, _ := r.set.Pick(time.Now(), replica.Attempt{Role: replica.Primary, Among: []int{home}})
+		held = append(held, t)
+	}
+	for range 20 {
+		if p, _ := pickBoth(t, r, key); p != home {
+			t.Fatalf("primary %s, want the home %s of %v", r.names[p], owners[0], owners)
+		}
+	}
+	r.bound = 1.25
+	if p, _ := pickBoth(t, r, key); p == home || !slices.Contains(owners, r.names[p]) {
+		t.Fatalf("with an in-flight bound, primary %s; want another owner than the busy home, of %v", r.names[p], owners)
+	}
+	for _, tk := range held {
+		r.set.Done(tk, replica.Success, time.Now())
 	}
 }
 
@@ -249,5 +282,43 @@ func TestSimulateIsDeterministic(t *testing.T) {
 	}
 	if err := (SimConfig{Replicas: 1, Keys: 10, CacheKeys: 1, Workers: 1, Exponent: 1, Hit: 1, Miss: 1, Load: 0.5, Requests: 1000, RebalanceEvery: 1}).Validate(); !errors.Is(err, exp.ErrConfig) {
 		t.Errorf("one replica: %v", err)
+	}
+}
+
+// Three gateways, each with a table fed the reads it routes, route the
+// micro-partition placements' reads in turn; the partitions whose homes
+// they disagree on are counted, and a run is as deterministic as one
+// gateway's.
+func TestSimulateGateways(t *testing.T) {
+	cfg := SimConfig{Replicas: 8, Keys: 4000, CacheKeys: 50, Requests: 60_000, Gateways: 3, Seed: 9,
+		Partitions: partition.Config{Window: 500 * time.Millisecond, Cooldown: 250 * time.Millisecond}}
+	a, err := Simulate(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Simulate(context.Background(), cfg)
+	if !slices.Equal(a.Results, b.Results) || a.Config.Gateways != 3 {
+		t.Fatalf("two runs of one seed differ, or gateways %d:\n%+v\n%+v", a.Config.Gateways, a.Results, b.Results)
+	}
+	moved := false
+	for _, r := range a.Results {
+		if r.HomesDiffer < 0 || r.HomesDiffer > 0 && !strings.HasPrefix(r.Policy, Micro) {
+			t.Errorf("%s: %d homes differ", r.Policy, r.HomesDiffer)
+		}
+		moved = moved || strings.HasPrefix(r.Policy, Micro) && r.PartitionsMoved > 0
+	}
+	if !moved {
+		t.Error("no gateway moved a home: the run shows no agreement to measure")
+	}
+	cfg.Gateways = 1
+	one, _ := Simulate(context.Background(), cfg)
+	for _, r := range one.Results {
+		if r.HomesDiffer != 0 {
+			t.Errorf("one gateway: %s has %d homes that differ", r.Policy, r.HomesDiffer)
+		}
+	}
+	cfg.Gateways = MaxGateways + 1
+	if err := cfg.Validate(); !errors.Is(err, exp.ErrConfig) {
+		t.Errorf("%d gateways: %v", cfg.Gateways, err)
 	}
 }
