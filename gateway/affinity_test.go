@@ -284,7 +284,7 @@ func TestAffinityPartitionTooHotForOneHomeSpreads(t *testing.T) {
 		if got, want := readFrom(m, before), slices.Sorted(slices.Values(hostsOf(o.Replicas))); !slices.Equal(got, want) {
 			t.Errorf("a shared partition's key read from %v, want both its owners %v", got, want)
 		}
-		if s, _ := g.PartitionsState(); len(s.Shared) != 1 || s.Shared[0] != o.Partition {
+		if s, _ := g.partitionsState(); len(s.Shared) != 1 || s.Shared[0] != o.Partition {
 			t.Errorf("/debug/partitions lists shared partitions %v, want [%d]", s.Shared, o.Partition)
 		}
 	})
