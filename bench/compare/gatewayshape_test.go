@@ -16,10 +16,10 @@ import (
 	"github.com/cristalhq/hedgedhttp"
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/load"
 )
 
 // The gateway reference shape (issue 10): two loopback replicas; a share

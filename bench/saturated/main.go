@@ -27,9 +27,9 @@ import (
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/h1server"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/load"
 )
 
 func main() {

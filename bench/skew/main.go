@@ -8,7 +8,7 @@
 //	skew drive -name NAME -target 127.0.0.1:19300 -replicas http://127.0.0.1:19301,... [-partitions URL] [-header]
 //	skew probe URL
 //
-// "replicas" serves one cache fixture (internal/lab/fixture: an LRU of
+// "replicas" serves one cache fixture (lab/fixture: an LRU of
 // keys, a hit and a miss each holding one of the replica's workers) on
 // each address, until interrupted; each also counts the reads it
 // receives at /arrivals. "drive" offers the lab's workload through the
@@ -46,10 +46,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/skew"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/skew"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/load"
 )
 
 func main() {

@@ -34,8 +34,8 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
 )
 
 func main() {

@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/demo"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/demo"
+	"github.com/tailgate-dev/tailgate/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/lab/exp/sweep"
 )
 
 const demoSynopsis = `Runs Tailgate on 127.0.0.1 with nothing to set up, in about 40 seconds:

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
 )
 
 const fixtureSynopsis = `Runs one controlled replica on a loopback address: GET answers JSON

@@ -14,13 +14,13 @@ import (
 
 	"github.com/tailgate-dev/tailgate/gateway"
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/compare"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/overload"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/straggler"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/sweep"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/compare"
+	"github.com/tailgate-dev/tailgate/lab/exp/overload"
+	"github.com/tailgate-dev/tailgate/lab/exp/straggler"
+	"github.com/tailgate-dev/tailgate/lab/exp/sweep"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/load"
 )
 
 const labSynopsis = `Runs a lab experiment on 127.0.0.1 and reports it: JSON Lines on stdout,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp"
 )
 
 func TestLabUsageAndRejects(t *testing.T) {

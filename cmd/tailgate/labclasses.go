@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/classes"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/classes"
 )
 
 func runLabClasses(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/bigtable"
-	fanoutexp "github.com/tailgate-dev/tailgate/internal/lab/exp/fanout"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/bigtable"
+	fanoutexp "github.com/tailgate-dev/tailgate/lab/exp/fanout"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
 )
 
 func runLabFanout(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -7,9 +7,9 @@ import (
 	"io"
 
 	"github.com/tailgate-dev/tailgate/gateway"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/probation"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/probation"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 

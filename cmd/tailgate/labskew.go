@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/skew"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/skew"
 	"github.com/tailgate-dev/tailgate/partition"
 )
 

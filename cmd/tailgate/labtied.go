@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tailgate-dev/tailgate/internal/lab/exp"
-	"github.com/tailgate-dev/tailgate/internal/lab/exp/tied"
-	"github.com/tailgate-dev/tailgate/internal/lab/fixture"
+	"github.com/tailgate-dev/tailgate/lab/exp"
+	"github.com/tailgate-dev/tailgate/lab/exp/tied"
+	"github.com/tailgate-dev/tailgate/lab/fixture"
 )
 
 func runLabTied(ctx context.Context, args []string, stdout, stderr io.Writer) int {
