@@ -17,6 +17,13 @@ import (
 )
 
 func TestCompareWithFixturesReconciles(t *testing.T) {
+	// A primary slow enough that its fixture sees it cancelled before it
+	// ends, however busy the machine (with the default 80ms, the cancel
+	// of a loser could reach a starved fixture after its answer: counted
+	// as completed, not as wasted).
+	saved := fixtureLatency
+	fixtureLatency[0] = 500 * time.Millisecond
+	t.Cleanup(func() { fixtureLatency = saved })
 	rep, err := Run(context.Background(), Config{Samples: 30, Rate: 60, Delay: 10 * time.Millisecond, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +35,7 @@ func TestCompareWithFixturesReconciles(t *testing.T) {
 	if rep.Baseline.Succeeded != 30 || rep.Hedged.Succeeded != 30 || rep.Baseline.Attempts != 30 || rep.Hedged.Attempts != 60 {
 		t.Errorf("sides: %+v %+v", rep.Baseline, rep.Hedged)
 	}
-	// The primary takes 80ms, so every hedged read hedges and the 5ms
+	// The primary takes 500ms, so every hedged read hedges and the 5ms
 	// secondary wins; the primaries keep working: wasted work, counted.
 	if w.Hedged.Started != 60 || w.Hedged.CompletedAfterCancel != 30 || w.Hedged.Unreconciled != 0 || w.Baseline.Unreconciled != 0 {
 		t.Errorf("work %+v", w)
