@@ -187,8 +187,10 @@ func TestLoopbackTLSBackendClientCertRequired(t *testing.T) {
 			if n := counterValue(t, g, "tailgate_attempt_failures_total", "reason", "tls"); n != 5 {
 				t.Errorf("tls failures %v, want 5 (transport: %v)", n, counterValue(t, g, "tailgate_attempt_failures_total", "reason", "transport"))
 			}
+			// At least the first: the warning is held to one a second, and
+			// five reads may span more on a busy machine.
 			if logs.count(`msg="backend TLS failed" replica=`+b.URL+` err="the backend at `+strings.TrimPrefix(b.URL, "https://")+
-				` asked for a client certificate and none is configured (tailgate serve -backend-cert and -backend-key`) != 1 {
+				` asked for a client certificate and none is configured (tailgate serve -backend-cert and -backend-key`) < 1 {
 				t.Errorf("log:\n%s", logs.b.String())
 			}
 		})

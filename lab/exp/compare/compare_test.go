@@ -12,11 +12,18 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/lab/load"
-	"github.com/tailgate-dev/tailgate/lab/load/loadtest"
+	"github.com/tailgate-dev/tailgate/internal/lab/load"
+	"github.com/tailgate-dev/tailgate/internal/lab/load/loadtest"
 )
 
 func TestCompareWithFixturesReconciles(t *testing.T) {
+	// A primary slow enough that its fixture sees it cancelled before it
+	// ends, however busy the machine (with the default 80ms, the cancel
+	// of a loser could reach a starved fixture after its answer: counted
+	// as completed, not as wasted).
+	saved := fixtureLatency
+	fixtureLatency[0] = 500 * time.Millisecond
+	t.Cleanup(func() { fixtureLatency = saved })
 	rep, err := Run(context.Background(), Config{Samples: 30, Rate: 60, Delay: 10 * time.Millisecond, Seed: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -28,16 +35,9 @@ func TestCompareWithFixturesReconciles(t *testing.T) {
 	if rep.Baseline.Succeeded != 30 || rep.Hedged.Succeeded != 30 || rep.Baseline.Attempts != 30 || rep.Hedged.Attempts != 60 {
 		t.Errorf("sides: %+v %+v", rep.Baseline, rep.Hedged)
 	}
-	// The primary takes 80ms, so every hedged read hedges and the 5ms
-	// secondary wins; the primaries keep working: wasted work, counted,
-	// each one a cancellation the fixture saw. On a busy machine a read
-	// may stall long enough that its primary finishes before the
-	// cancellation reaches it (work done, none wasted), or that its hedge
-	// is cancelled before it is written (an attempt no fixture saw:
-	// unreconciled); most reads do neither.
-	h := w.Hedged
-	if w.Baseline.Unreconciled != 0 || h.Started+h.Unreconciled != 60 || h.Unreconciled > 3 ||
-		h.CompletedAfterCancel != h.CancellationsObserved || h.CompletedAfterCancel < 20 || h.CompletedAfterCancel > 30 {
+	// The primary takes 500ms, so every hedged read hedges and the 5ms
+	// secondary wins; the primaries keep working: wasted work, counted.
+	if w.Hedged.Started != 60 || w.Hedged.CompletedAfterCancel != 30 || w.Hedged.Unreconciled != 0 || w.Baseline.Unreconciled != 0 {
 		t.Errorf("work %+v", w)
 	}
 	if len(rep.Receipts.Hedged) != 30 || rep.Receipts.Hedged[0].WinnerAttempt != 1 || rep.Receipts.Hedged[0].Version != 1 {

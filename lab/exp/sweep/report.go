@@ -42,7 +42,8 @@ type Point struct {
 	// StallMs is the longest this process waited for the CPU during the
 	// point's run (exp.StallMeter): a stall of the machine, not of what is
 	// measured. Runs counts the runs of the point: one that saw a stall
-	// over 20ms ran again, once, and the less stalled run stands.
+	// over 20ms ran again, once (three points at most a sweep), and the
+	// less stalled run stands.
 	StallMs float64 `json:"stallMs"`
 	Runs    int     `json:"runs"`
 	// Pareto is true when no other point has both a lower p99 and less
@@ -181,13 +182,13 @@ func (r *Report) StallText() string {
 			stalled++
 		}
 	}
-	if again == 0 {
+	if again == 0 && stalled == 0 {
 		return ""
 	}
 	stand := "none stands with such a stall"
 	if stalled > 0 {
 		stand = fmt.Sprintf("%d stand with such a stall, marked", stalled)
 	}
-	return fmt.Sprintf("%d of the points saw the machine stall this process for over %v (a neighbour's work, the hypervisor's steal) and ran again; %s.",
-		again, maxStall, stand)
+	return fmt.Sprintf("%d of the points saw the machine stall this process for over %v (a neighbour's work, the hypervisor's steal) and ran again (%d at most); %s.",
+		again, maxStall, maxReruns, stand)
 }

@@ -58,9 +58,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		configs = append(configs, config{label: "adaptive p" + strconv.FormatFloat(100*q, 'g', -1, 64),
 			p: open(hedge.Policy{Adaptive: hedge.Adaptive{Quantile: q, MinSamples: 20}}), q: q})
 	}
+	reruns := 0 // points run again so far (see maxReruns)
 	err = exp.Run(ctx, &rep.Header, len(configs), cfg.Progress, func(n int) error {
 		c := configs[n]
-		pt, err := runSteady(ctx, cfg, n, base, targets, fixtures, c.p)
+		pt, err := runSteady(ctx, cfg, n, base, targets, fixtures, c.p, &reruns)
 		if err != nil {
 			return fmt.Errorf("lab: sweep %s: %w", c.label, err)
 		}
@@ -86,17 +87,20 @@ const (
 	// is their 20th slowest, and a stall longer than the tail it measures
 	// moves it (a stall of 40ms turned one point's 22ms into 60ms).
 	maxStall = 20 * time.Millisecond
-	// maxRuns bounds the runs of one point (and the sweep's time): on a
-	// machine that stalls throughout, the less stalled one stands, and
-	// says so.
+	// maxRuns bounds the runs of one point: on a machine that stalls
+	// throughout, the less stalled one stands, and says so.
 	maxRuns = 2
+	// maxReruns bounds the runs again of a whole sweep, and so its time:
+	// on a machine busy throughout, every point stalls, and running them
+	// all again would double the sweep for nothing.
+	maxReruns = 3
 )
 
 // runSteady runs a point until a run sees no stall of the machine longer
 // than maxStall, maxRuns times at most, and returns the least stalled
 // run, with its stall and how many runs it took. The runs draw the same
 // latencies (the fixtures draw by read id) on the same arrivals.
-func runSteady(ctx context.Context, cfg Config, n int, base http.RoundTripper, targets []string, fixtures []*fixture.Fixture, p hedge.Policy) (Point, error) {
+func runSteady(ctx context.Context, cfg Config, n int, base http.RoundTripper, targets []string, fixtures []*fixture.Fixture, p hedge.Policy, reruns *int) (Point, error) {
 	var best Point
 	for run := 1; ; run++ {
 		m := exp.StartStallMeter()
@@ -110,9 +114,10 @@ func runSteady(ctx context.Context, cfg Config, n int, base http.RoundTripper, t
 			best = pt
 		}
 		best.Runs = run
-		if stall <= maxStall || run == maxRuns || cfg.NoReruns {
+		if stall <= maxStall || run == maxRuns || cfg.NoReruns || *reruns >= maxReruns {
 			return best, nil
 		}
+		*reruns++
 	}
 }
 
