@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/internal/lab/load"
-	"github.com/tailgate-dev/tailgate/internal/lab/load/loadtest"
+	"github.com/tailgate-dev/tailgate/lab/load"
+	"github.com/tailgate-dev/tailgate/lab/load/loadtest"
 )
 
 func TestCompareWithFixturesReconciles(t *testing.T) {
