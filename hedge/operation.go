@@ -47,6 +47,7 @@ type operation[T any] struct {
 	lateHedged bool     // a hedge went because an answer was late: the gate learns how it fared
 	pass       gatePass // what the gate granted the operation, handed back at the end
 	fireAt     time.Time
+	pickedAt   time.Time // when the pick under way was asked for (see roundTrip.Pick)
 	window     *time.Timer
 	wake       chan struct{} // made when the caller waits
 	tally      tally
@@ -132,7 +133,7 @@ func (o *operation[T]) run() (T, error) {
 
 	o.mu.Lock()
 	primary := Attempt{Trigger: TriggerPrimary}
-	target, err := o.pick(primary)
+	target, err := o.pick(primary, now)
 	if err != nil {
 		o.outcome = OutcomeFailed
 		var fx effects[T]
@@ -205,7 +206,8 @@ func (o *operation[T]) wait() {
 }
 
 // pick chooses the target of attempt a. Called with o.mu held.
-func (o *operation[T]) pick(a Attempt) (int, error) {
+func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
+	o.pickedAt = now
 	n := max(len(o.names), 1)
 	if o.steer == nil {
 		first := o.first % n
@@ -316,7 +318,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	// The pick comes last, so that a Steering that takes resources for the
 	// attempt (a breaker ticket, an attempt slot) only does so for a hedge
 	// that every other limit has let through.
-	target, err := o.pick(a)
+	target, err := o.pick(a, now)
 	if err != nil {
 		o.h.budget.refund()
 		o.s.gate.refuse(pass, now)

@@ -330,6 +330,7 @@ func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 	a := Attempt{Trigger: TriggerPrimary}
 	if s != nil {
 		var err error
+		rt.op.pickedAt = time.Now() // for the Transport's own steering
 		if a.Target, err = s.Pick(a, nil); err != nil {
 			closeBody(req)
 			if errors.Is(err, ErrNoTarget) {
@@ -388,7 +389,9 @@ type roundTrip struct {
 
 // Pick implements Steering over the Transport's targets.
 func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
-	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, time.Now())
+	// The operation read the clock as it asked: on a virtual machine a
+	// read of the clock costs as much as the rest of the pick.
+	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, rt.op.pickedAt)
 	if !ok {
 		return -1, ErrNoTarget
 	}
