@@ -133,6 +133,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := r.loadCerts(f); err != nil {
 		return usageError(stderr, "serve", err)
 	}
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() { keepGCFloor(gcCtx, logger); close(gcDone) }() // see gcfloor.go
+	defer func() { stopGC(); <-gcDone }()
 	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.
