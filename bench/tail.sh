@@ -22,7 +22,10 @@
 # more tailgate serves with hedging off, each with settings of its own,
 # space-separated name:setting[,setting...], a setting being ENV=v or a
 # -flag=v ("gogc100:GOGC=100 procs1:GOMAXPROCS=1 log:-access-log=on"),
-# to compare settings side by side (at most 4); PORT_BASE (default 18180: uses it and the next 29 ports).
+# to compare settings side by side (at most 4); ONLY=name,name... reads
+# only the targets named (direct, tailgate-off, tailgate, baseline-off,
+# nginx, EXTRA's: fewer targets take their turns sooner); PORT_BASE
+# (default 18180: uses it and the next 29 ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -120,6 +123,13 @@ for t in "${TARGETS[@]}"; do
 		[[ -n $ok ]] || { echo "${t%%=*} at $u never answered" >&2; tail -5 "$TMP/${t%%=*}.log" >&2 2>/dev/null; exit 1; }
 	done
 done
+
+if [[ -n ${ONLY:-} ]]; then
+	# Only the targets named (fewer targets take their turns sooner).
+	kept=()
+	for t in "${TARGETS[@]}"; do [[ ,$ONLY, == *,${t%%=*},* ]] && kept+=("$t"); done
+	TARGETS=("${kept[@]}")
+fi
 
 echo "host: $(nproc) cores, $(uptime)"
 "$TMP/tail" -rates "$RATES" -seconds "$SECONDS_EACH" -runs "$RUNS" "${METRICS[@]}" "${TARGETS[@]}"
