@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/h1server"
 )
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 	after := fs.Duration("profile-after", 2*time.Second, "gateway: start the profile this long after listening")
 	span := fs.Duration("profile-for", 10*time.Second, "gateway: profile this long")
 	clientServer := fs.String("client-server", gateway.PlainH1, "gateway: the server of its clients, h1 or net/http (as tailgate serve's flag)")
+	watchAfter := fs.Duration("watch-after", 0, "gateway: h1server's WatchAfter (0: its default)")
 	attempts := fs.Int("attempts", 0, "gateway: attempts per request (1: hedging off; 0: the default)")
 	debug := fs.String("debug", "", "gateway: loopback address for net/http/pprof (the mutex and block profiles on) and /debug/gc, the runtime's GC figures since the last look")
 	fs.Parse(os.Args[2:])
@@ -103,7 +105,11 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		log.Fatal(g.PlainServer(gateway.ServerConfig{Plain: *clientServer}).Serve(ln))
+		srv := g.PlainServer(gateway.ServerConfig{Plain: *clientServer})
+		if h, ok := srv.(*h1server.Server); ok && *watchAfter != 0 {
+			h.WatchAfter = *watchAfter
+		}
+		log.Fatal(srv.Serve(ln))
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}
