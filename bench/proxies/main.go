@@ -10,14 +10,14 @@
 //	proxies gateway -listen 127.0.0.1:18085 -backend http://127.0.0.1:18081,http://127.0.0.1:18082 \
 //	        -attempts 1 -debug 127.0.0.1:18095
 //
-// With -debug, the gateway mode serves net/http/pprof (with the mutex and
-// block profiles sampled: curl .../debug/pprof/trace?seconds=2 for a
-// runtime trace, .../debug/pprof/mutex for contention) and /debug/gc: the
-// garbage collector's work since the last look at it, from
-// runtime/metrics (cycles, stop-the-world pauses, the CPU time of its
-// mark assists and workers, the heap), which is where issue 27 looked for
-// the gateway's own tail; /debug/gc/cycles lists the recent collections,
-// for bench/tail gcjoin.
+// With -debug, the gateway mode serves net/http/pprof (curl
+// .../debug/pprof/trace?seconds=2 for a runtime trace; with -contention,
+// the mutex and block profiles are sampled, .../debug/pprof/mutex) and
+// /debug/gc: the garbage collector's work since the last look at it, from
+// runtime/metrics (cycles, stop-the-world pauses, the CPU time of its mark
+// assists and workers, the heap), which is where issue 27 looked for the
+// gateway's own tail; /debug/gc/cycles lists the recent collections, for
+// bench/tail gcjoin.
 //
 // The gateway mode builds the gateway as tailgate serve does (gateway.New,
 // Gateway.PlainServer, -client-server h1 or net/http) with serve's defaults, the limits bench/gateway.sh gives
@@ -62,6 +62,7 @@ func main() {
 	clientServer := fs.String("client-server", gateway.PlainH1, "gateway: the server of its clients, h1 or net/http (as tailgate serve's flag)")
 	watchAfter := fs.Duration("watch-after", 0, "gateway: h1server's WatchAfter (0: its default)")
 	attempts := fs.Int("attempts", 0, "gateway: attempts per request (1: hedging off; 0: the default)")
+	contention := fs.Bool("contention", false, "gateway, with -debug: sample the mutex and block profiles")
 	debug := fs.String("debug", "", "gateway: loopback address for net/http/pprof (the mutex and block profiles on) and /debug/gc, the runtime's GC figures since the last look")
 	fs.Parse(os.Args[2:])
 	if host, _, err := net.SplitHostPort(*listen); err != nil || !net.ParseIP(host).IsLoopback() {
@@ -99,7 +100,7 @@ func main() {
 			go profile(*cpuprofile, *after, *span)
 		}
 		if *debug != "" {
-			go serveDebug(*debug)
+			go serveDebug(*debug, *contention)
 		}
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
@@ -150,14 +151,17 @@ func profile(path string, after, span time.Duration) {
 }
 
 // serveDebug serves net/http/pprof and /debug/gc on addr (loopback).
-func serveDebug(addr string) {
+func serveDebug(addr string, contention bool) {
 	if host, _, err := net.SplitHostPort(addr); err != nil || !net.ParseIP(host).IsLoopback() {
 		log.Fatalf("-debug %q: want a loopback address", addr)
 	}
-	// One contention event in 5 sampled: enough for a profile of a run of
-	// seconds, cheap enough not to move what it measures.
-	runtime.SetMutexProfileFraction(5)
-	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	if contention {
+		// One contention event in 5 sampled, blocking of 10µs and more:
+		// enough for a profile of a run of seconds. Not on by default: the
+		// block profile's stack walks cost enough to move a p99.
+		runtime.SetMutexProfileFraction(5)
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	}
 	var last gcFigures
 	var mu sync.Mutex
 	mux := http.NewServeMux()
