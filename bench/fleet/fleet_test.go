@@ -17,13 +17,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func page(reads, primaries, hedges, fraction, burst float64) string {
 	return fmt.Sprintf(`# HELP tailgate_requests_total Client requests answered.
 # TYPE tailgate_requests_total counter
-tailgate_requests_total{code="200"} %g
-tailgate_requests_total{code="502"} 0
-tailgate_attempts_total{role="hedge"} %g
-tailgate_attempts_total{role="primary"} %g
-tailgate_hedges_suppressed_total{reason="budget"} 3
-tailgate_hedge_budget_fraction %g
-tailgate_hedge_budget_burst %g
+tailgate_requests_total{code="200",route="default"} %g
+tailgate_requests_total{code="502",route="default"} 0
+tailgate_attempts_total{role="hedge",route="default"} %g
+tailgate_attempts_total{role="primary",route="default"} %g
+tailgate_hedges_suppressed_total{reason="budget",route="default"} 3
+tailgate_hedge_budget_fraction{route="default"} %g
+tailgate_hedge_budget_burst{route="default"} %g
 tailgate_in_flight{kind="requests"} 0
 `, reads, hedges, primaries, fraction, burst)
 }

@@ -329,8 +329,9 @@ func scrape(admin string) (promtext.Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := m["tailgate_hedge_budget_fraction"]; !ok {
-		return nil, fmt.Errorf("%s/metrics: no tailgate_hedge_budget_fraction: not a hedging gateway", admin)
+	// The budget's series carry the route whose budget it is.
+	if _, ok := m[`tailgate_hedge_budget_fraction{route="default"}`]; !ok {
+		return nil, fmt.Errorf("%s/metrics: no tailgate_hedge_budget_fraction of route default: not a hedging gateway", admin)
 	}
 	return m, nil
 }
@@ -390,13 +391,13 @@ func account(admin string, before, after promtext.Metrics) instance {
 	return instance{
 		admin:            admin,
 		reads:            d("tailgate_requests_total"),
-		primaries:        after[`tailgate_attempts_total{role="primary"}`] - before[`tailgate_attempts_total{role="primary"}`],
-		hedges:           after[`tailgate_attempts_total{role="hedge"}`] - before[`tailgate_attempts_total{role="hedge"}`],
+		primaries:        after.SumWith("tailgate_attempts_total", `role="primary"`) - before.SumWith("tailgate_attempts_total", `role="primary"`),
+		hedges:           after.SumWith("tailgate_attempts_total", `role="hedge"`) - before.SumWith("tailgate_attempts_total", `role="hedge"`),
 		shadows:          d("tailgate_shadow_requests_total"),
-		fraction:         after["tailgate_hedge_budget_fraction"],
-		burst:            after["tailgate_hedge_budget_burst"],
-		suppressedBudget: after[`tailgate_hedges_suppressed_total{reason="budget"}`] - before[`tailgate_hedges_suppressed_total{reason="budget"}`],
-		suppressGate:     after[`tailgate_hedges_suppressed_total{reason="gate"}`] - before[`tailgate_hedges_suppressed_total{reason="gate"}`],
+		fraction:         after.SumWith("tailgate_hedge_budget_fraction", `route="default"`),
+		burst:            after.SumWith("tailgate_hedge_budget_burst", `route="default"`),
+		suppressedBudget: after.SumWith("tailgate_hedges_suppressed_total", `reason="budget"`) - before.SumWith("tailgate_hedges_suppressed_total", `reason="budget"`),
+		suppressGate:     after.SumWith("tailgate_hedges_suppressed_total", `reason="gate"`) - before.SumWith("tailgate_hedges_suppressed_total", `reason="gate"`),
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -190,14 +192,18 @@ func drive(c driveConfig, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "  %-18s %-50s (%v)\n", k, strings.Join(parts, " "), t.slowest[k].Round(time.Millisecond))
 	}
 	fmt.Fprintf(out, "  slowloris          %d connections, the longest closed by the gateway after %v\n", lorisN, lorisMax.Round(time.Millisecond))
-	answered := final.Sum("tailgate_requests_total") - final[`tailgate_requests_total{code="0"}`]
+	// The read series carry a route label (one route here: default).
+	answered := final.Sum("tailgate_requests_total") - final.SumWith("tailgate_requests_total", `code="0"`)
 	proxied := answered - final.Sum("tailgate_rejections_total")
-	primary, hedge := final[`tailgate_attempts_total{role="primary"}`], final[`tailgate_attempts_total{role="hedge"}`]
+	primary, hedge := final.SumWith("tailgate_attempts_total", `role="primary"`), final.SumWith("tailgate_attempts_total", `role="hedge"`)
 	fmt.Fprintf(out, "\ngateway: %.0f answers, %.0f of them after backend attempts; attempts %.0f primary + %.0f hedge = %.3f per proxied answer; hedge wins %.0f\n",
-		answered, proxied, primary, hedge, (primary+hedge)/max(proxied, 1), final["tailgate_hedge_wins_total"])
+		answered, proxied, primary, hedge, (primary+hedge)/max(proxied, 1), final.Sum("tailgate_hedge_wins_total"))
 	fmt.Fprintf(out, "gateway status codes:")
-	for _, k := range sortedKeys(final, "tailgate_requests_total{") {
-		fmt.Fprintf(out, " %s=%.0f", strings.TrimSuffix(strings.TrimPrefix(k, `tailgate_requests_total{code="`), `"}`), final[k])
+	codes := final.ByLabel("tailgate_requests_total", "code")
+	for _, k := range slices.Sorted(maps.Keys(codes)) {
+		if codes[k] > 0 {
+			fmt.Fprintf(out, " %s=%.0f", k, codes[k])
+		}
 	}
 	fmt.Fprintf(out, "\nclient connections: refused %.0f, idle reclaimed %.0f\n",
 		final["tailgate_client_connections_refused_total"], final["tailgate_client_connections_reclaimed_total"])

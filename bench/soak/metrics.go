@@ -3,24 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/tailgate-dev/tailgate/bench/internal/promtext"
 )
-
-// sortedKeys returns m's series that begin with prefix, sorted.
-func sortedKeys(m promtext.Metrics, prefix string) []string {
-	var ks []string
-	for k := range m {
-		if strings.HasPrefix(k, prefix) {
-			ks = append(ks, k)
-		}
-	}
-	sort.Strings(ks)
-	return ks
-}
 
 // snapshot is the gateway's size at one moment, from its admin /metrics.
 type snapshot struct {

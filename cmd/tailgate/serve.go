@@ -161,6 +161,10 @@ func serveWith(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	r.g = g
 	warnSameServer(ctx, logger, cfg.Backends, nil)
 	f.warnBackendTLSUnused(logger, cfg.Backends)
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() { keepGCFloor(gcCtx, logger); close(gcDone) }() // see gcfloor.go
+	defer func() { stopGC(); <-gcDone }()
 	if err := serveReloading(ctx, g, r, hup); err != nil {
 		// Once, through the logger that wrote every line before it, in
 		// the format asked for.

@@ -57,3 +57,44 @@ func (m Metrics) Sum(name string) float64 {
 	}
 	return s
 }
+
+// SumWith adds up the series of the metric name that carry the label
+// pair (`role="hedge"`), whatever their other labels: the gateway's read
+// series carry a route label beside their own.
+func (m Metrics) SumWith(name, pair string) float64 {
+	var s float64
+	for k, v := range m {
+		if labels, ok := strings.CutPrefix(k, name+"{"); ok && hasPair(strings.TrimSuffix(labels, "}"), pair) {
+			s += v
+		}
+	}
+	return s
+}
+
+// ByLabel adds up the series of the metric name by the value of their
+// label (series without it are left out).
+func (m Metrics) ByLabel(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		labels, ok := strings.CutPrefix(k, name+"{")
+		if !ok {
+			continue
+		}
+		for _, p := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+			if val, ok := strings.CutPrefix(p, label+`="`); ok {
+				out[strings.TrimSuffix(val, `"`)] += v
+			}
+		}
+	}
+	return out
+}
+
+// hasPair reports whether labels (`a="1",b="2"`) hold pair.
+func hasPair(labels, pair string) bool {
+	for _, p := range strings.Split(labels, ",") {
+		if p == pair {
+			return true
+		}
+	}
+	return false
+}

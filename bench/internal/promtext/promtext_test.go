@@ -39,3 +39,27 @@ func TestScrapeRefusesNonOK(t *testing.T) {
 		t.Errorf("err = %v, want the 404 named", err)
 	}
 }
+
+// The gateway's read series carry a route label beside their own: the
+// sums by label see through it.
+func TestSumWithAndByLabel(t *testing.T) {
+	m := Metrics{
+		`tailgate_attempts_total{role="primary",route="default"}`: 10,
+		`tailgate_attempts_total{role="primary",route="search"}`:  5,
+		`tailgate_attempts_total{role="hedge",route="default"}`:   2,
+		`tailgate_attempts_total_other{role="primary"}`:           100,
+		`tailgate_requests_total{code="200",route="default"}`:     7,
+		`tailgate_requests_total{code="0",route="default"}`:       1,
+		`tailgate_requests_total{code="200",route="search"}`:      3,
+	}
+	if got := m.SumWith("tailgate_attempts_total", `role="primary"`); got != 15 {
+		t.Errorf("SumWith(role=primary) = %v, want 15", got)
+	}
+	if got := m.SumWith("tailgate_requests_total", `code="0"`); got != 1 {
+		t.Errorf("SumWith(code=0) = %v, want 1", got)
+	}
+	got := m.ByLabel("tailgate_requests_total", "code")
+	if len(got) != 2 || got["200"] != 10 || got["0"] != 1 {
+		t.Errorf("ByLabel(code) = %v, want 200:10 0:1", got)
+	}
+}
