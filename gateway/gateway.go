@@ -15,6 +15,7 @@ import (
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/discovery"
+	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/internal/jsonerr"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
@@ -124,10 +125,32 @@ func New(cfg Config) (*Gateway, error) {
 	warnMixed(g.log, v.backends(), nil)
 	g.metrics.viewChanged(nil, v)
 	g.view.Store(v)
+	g.proveBackends(v)
 	g.shadows.init(cfg)
 	g.affinity.init(g, cfg)
 	g.affinity.follow(v)
 	return g, nil
+}
+
+// proveBackends has internal/h1 check, off the request path, that each
+// plain-HTTP replica of v's HTTP/1.1 routes sends nothing as a connection
+// opens (see h1.Transport.Prove): else the first reads a new gateway, or a
+// replica a reload added, sends there would each wait for that check.
+func (g *Gateway) proveBackends(v *view) {
+	h, ok := g.base.(*h1.Transport)
+	if !ok {
+		return
+	}
+	for _, rt := range append([]*route{v.def}, v.routes...) {
+		if rt.grpc != nil {
+			continue // over h2c, whose servers speak first
+		}
+		for _, u := range rt.pool.targets {
+			if u.Scheme == "http" {
+				h.Prove(u.Host)
+			}
+		}
+	}
 }
 
 // Close cancels the shadow requests in flight and waits for them to end,

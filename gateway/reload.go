@@ -169,6 +169,7 @@ func (g *Gateway) reload(cfg Config) (ReloadResult, error) {
 	}
 	g.metrics.viewChanged(old, v) // before the view: a first tied route's series are there when it counts
 	g.view.Store(v)
+	g.proveBackends(v)
 	for name, p := range v.pools {
 		if k := keep.pools[name]; k.table != nil {
 			if o := old.pools[name]; o != nil && !slices.Equal(o.backends, p.backends) {

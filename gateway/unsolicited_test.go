@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -65,5 +68,47 @@ func TestStrayLogOncePerReplicaPerMinute(t *testing.T) {
 		if ok, n := l.allow(c.replica, t0.Add(c.at)); ok != c.ok || n != c.suppressed {
 			t.Errorf("%s at %v: %v, %d suppressed; want %v, %d", c.replica, c.at, ok, n, c.ok, c.suppressed)
 		}
+	}
+}
+
+// The gateway has each plain-HTTP replica proven as it learns of it (a
+// connection dialled and checked for a greeting before any read needs
+// one, see h1.Transport.Prove): at New, and for a replica a reload adds.
+func TestBackendsProvenBeforeReads(t *testing.T) {
+	dialled := make(chan string, 4)
+	backend := func() *httptest.Server {
+		s := httptest.NewUnstartedServer(http.NotFoundHandler())
+		s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				dialled <- s.URL
+			}
+		}
+		s.Start()
+		return s
+	}
+	a, b := backend(), backend()
+	defer a.Close()
+	defer b.Close()
+	g, err := New(Config{Backends: []string{a.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	next := func() string {
+		select {
+		case u := <-dialled:
+			return u
+		case <-time.After(10 * time.Second): // a bound on a hang, not a timing
+			return "nothing"
+		}
+	}
+	if got := next(); got != a.URL {
+		t.Fatalf("dialled %s; want %s", got, a.URL)
+	}
+	if _, err := g.SetBackends([]string{a.URL, b.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != b.URL {
+		t.Fatalf("after the reload dialled %s; want the added %s", got, b.URL)
 	}
 }

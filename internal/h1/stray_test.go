@@ -246,6 +246,55 @@ func TestSettleOnlyFirst(t *testing.T) {
 	})
 }
 
+// Prove settles a backend off the request path: a request after it waits
+// for nothing and finds the proving connection idle; a backend that
+// greets is caught by it, and a request after still waits.
+func TestProve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScripted(answerThen(0, ""))
+		tr := s.transport(t)
+		tr.Prove("backend")
+		tr.Prove("backend") // one dial under way: no second
+		synctest.Wait()
+		time.Sleep(settleTimeout)
+		synctest.Wait()
+		if n := len(tr.pool("backend").idle); n != 1 {
+			t.Fatalf("%d idle connections after Prove; want 1", n)
+		}
+		start := time.Now()
+		if b, err := bodyOf(tr, "/1"); b != "/1" {
+			t.Fatalf("%q, %v", b, err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("the first request after Prove went after %v; want at once", took)
+		}
+		tr.Prove("backend") // proven: nothing to do
+		synctest.Wait()
+		tr.CloseIdleConnections()
+		s.wg.Wait()
+
+		g := newScripted(greeter(time.Millisecond, strayResp))
+		tr = g.transport(t)
+		tr.Prove("backend")
+		synctest.Wait()
+		time.Sleep(settleTimeout)
+		synctest.Wait()
+		if ev := g.reported(); len(ev) != 1 || !ev[0].OnOpen {
+			t.Errorf("Prove of a greeting backend reported %+v; want one greeting", ev)
+		}
+		g.serve = answerThen(0, "")
+		start = time.Now()
+		if b, err := bodyOf(tr, "/2"); b != "/2" {
+			t.Fatalf("%q, %v", b, err)
+		}
+		if took := time.Since(start); took != settleTimeout {
+			t.Errorf("a request after a greeting went after %v; want settleTimeout", took)
+		}
+		tr.CloseIdleConnections()
+		g.wg.Wait()
+	})
+}
+
 // A 204 that announces a body (Content-Length, Transfer-Encoding) is
 // answered, and its connection not reused: the body's bytes would follow.
 func TestNoContentWithBodyNotReused(t *testing.T) {

@@ -205,6 +205,24 @@ func (t *Transport) pool(host string) *hostPool {
 	return p.(*hostPool)
 }
 
+// Prove has a connection to host (a URL's host) dialled in the
+// background and checked as a new connection to a backend not yet known
+// to send nothing as connections open is (it waits settleTimeout for
+// bytes nobody asked for), then kept idle: so that the first requests to
+// a backend do not each wait for that check, call it when the backend
+// becomes known. It does nothing when the backend is proven already, a
+// connection to it is being dialled for the pool, or its idle connections
+// are closed (CloseIdleConnections) by the time the check ends.
+func (t *Transport) Prove(host string) {
+	p := t.pool(host)
+	p.mu.Lock()
+	proven := p.proven
+	p.mu.Unlock()
+	if !proven {
+		go p.replace()
+	}
+}
+
 // CloseIdleConnections closes the idle connections, the Fallback's too.
 // Connections in use go back to the pool when their responses end; one
 // closed by a cancellation is not replaced until the next request.
