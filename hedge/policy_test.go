@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/latency"
 )
 
 func TestPolicyDefaults(t *testing.T) {
@@ -143,5 +145,26 @@ func TestAdaptiveQuantileFollowsBudget(t *testing.T) {
 	fixed.delays.set(fixed.Policy(), now)
 	if d, _, _ := fixed.delays.current(now); !within(d, 50*time.Millisecond) {
 		t.Errorf("delay %v with Quantile 0.5, want 50ms", d)
+	}
+}
+
+// The adaptive delay's quantile is interpolated within the histogram's
+// bucket: over reads that all take 20 to 21ms, spread evenly, the p90 is
+// about 20.9ms, where the bucket's midpoint would say 20.7ms, the class's
+// p70, and hedge three times the reads the budget meant.
+func TestDelayQuantileInterpolates(t *testing.T) {
+	w := latency.NewWindow(10*time.Second, 10)
+	now := time.Now()
+	for i := range 1000 {
+		w.RecordAt(now, 20*time.Millisecond+time.Duration(i)*time.Microsecond)
+	}
+	s := w.SnapshotAt(now)
+	if got := delayQuantile(s, 0.9); got < 20850*time.Microsecond || got > 20950*time.Microsecond {
+		t.Errorf("p90 %v; want about 20.9ms (Snapshot.Quantile says %v)", got, s.Quantile(0.9))
+	}
+	for _, q := range []float64{0, 0.001, 0.5, 0.999, 1} {
+		if got := delayQuantile(s, q); got < s.Min() || got > s.Max() {
+			t.Errorf("q %v: %v outside [%v, %v]", q, got, s.Min(), s.Max())
+		}
 	}
 }

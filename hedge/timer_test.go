@@ -141,3 +141,31 @@ func mustClasses(t *testing.T, p Policy) *Classes {
 	}
 	return c
 }
+
+// Delay timers are armed early by the median of the process's timer
+// lateness, not its mean: lateness is mostly small with rare long stalls,
+// and a mean-sized lead would send most hedges before their delay.
+func TestTimerLeadIsTheMedianLateness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLateness()
+		now := time.Now()
+		if lead := l.lead(20 * time.Millisecond); lead != 0 {
+			t.Errorf("lead %v before any lateness is known, want 0", lead)
+		}
+		for i := range 200 {
+			lag := 50 * time.Microsecond
+			if i%10 == 0 {
+				lag = 10 * time.Millisecond // a stall now and then: the mean is ~1ms
+			}
+			l.note(now, lag)
+		}
+		now = now.Add(latenessRefresh)
+		l.note(now, 50*time.Microsecond)
+		if lead := l.lead(20 * time.Millisecond); lead < 45*time.Microsecond || lead > 55*time.Microsecond {
+			t.Errorf("lead %v, want the median lateness, about 50µs", lead)
+		}
+		if lead := l.lead(200 * time.Microsecond); lead != 25*time.Microsecond {
+			t.Errorf("lead %v for a 200µs delay, want an eighth of it", lead)
+		}
+	})
+}
