@@ -104,8 +104,18 @@ func (r *Rig) Gateway(cfg gateway.Config) (*gateway.Gateway, string, error) {
 		return nil, "", err
 	}
 	r.deferFunc(stop)
+	// A gateway proves each replica as it starts, a new connection
+	// waiting for bytes nobody asked for (docs/gateway.md, "bytes nobody
+	// asked for"), and reads that come meanwhile wait with it. A gateway
+	// in service gets its traffic once it is ready; the experiments
+	// measure it from then on, not its first 50ms.
+	time.Sleep(gatewaySettle)
 	return g, url, nil
 }
+
+// gatewaySettle is how long Gateway waits before it returns: internal/h1's
+// settleTimeout, and a little more.
+const gatewaySettle = 60 * time.Millisecond
 
 // Serve serves h on a loopback listener and returns its base URL: for a
 // server an experiment writes itself, such as a proxy to compare the
