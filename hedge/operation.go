@@ -344,13 +344,11 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	return true
 }
 
-// arm sets the delay timer for a hedge due one delay after now, early by
-// the timer lateness the Hedger has measured, so that the hedge goes out
-// at the delay rather than after it. Called with o.mu held.
+// arm sets the delay timer for a hedge due one delay after now (never
+// earlier: see lateness). Called with o.mu held.
 func (o *operation[T]) arm(now time.Time) {
-	lead := o.h.late.lead(o.delay)
-	o.fireAt = now.Add(o.delay - lead)
-	o.timer.t.Reset(o.delay - lead)
+	o.fireAt = now.Add(o.delay)
+	o.timer.t.Reset(o.delay)
 }
 
 // suppress accounts for hedge a, not sent for reason r. Called with o.mu
