@@ -26,6 +26,7 @@
 # 18080: uses it and the next five ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/nginx.bash
 export PATH="/usr/local/go/bin:$PATH"
 DURATION=${1:-10s}
 CONNS=${2:-50}
@@ -90,29 +91,7 @@ else
 fi
 
 if command -v nginx >/dev/null; then
-	mkdir -p "$TMP/nginx"
-	cat >"$TMP/nginx/nginx.conf" <<CONF
-worker_processes $NGINX_WORKERS;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-daemon off;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
-	uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
-	upstream backend { server $BACKEND; keepalive 256; }
-	server {
-		listen 127.0.0.1:$((PORT_BASE + 3));
-		location / {
-			proxy_pass http://backend;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-		}
-	}
-}
-CONF
+	nginx_conf "$TMP/nginx" 127.0.0.1:$((PORT_BASE + 3)) "$NGINX_WORKERS" 256 "$BACKEND"
 	nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & PIDS+=($!)
 	PID[nginx]=$!
 	TARGETS+=("nginx 127.0.0.1:$((PORT_BASE + 3))")

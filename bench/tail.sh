@@ -28,6 +28,7 @@
 # (default 18180: uses it and the next 29 ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/nginx.bash
 export PATH="/usr/local/go/bin:$PATH"
 RATES=${1:-1000,3000,5000}
 SECONDS_EACH=${2:-4}
@@ -84,29 +85,7 @@ for x in ${EXTRA:-}; do
 done
 
 if command -v nginx >/dev/null; then
-	mkdir -p "$TMP/nginx"
-	cat >"$TMP/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-daemon off;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
-	uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
-	upstream replicas { server $R1; server $R2; keepalive 64; }
-	server {
-		listen 127.0.0.1:$((PORT_BASE + 5));
-		location / {
-			proxy_pass http://replicas;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-		}
-	}
-}
-CONF
+	nginx_conf "$TMP/nginx" 127.0.0.1:$((PORT_BASE + 5)) 1 64 "$R1" "$R2"
 	nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & PIDS+=($!)
 	TARGETS+=("nginx=http://127.0.0.1:$((PORT_BASE + 5))@$!")
 else
