@@ -378,7 +378,8 @@ func (p *hostPool) dial(ctx context.Context) (*conn, error) {
 }
 
 // replace dials, in the caller's goroutine, a connection to stand in for
-// one a cancellation (not a deadline) just closed, and keeps it idle:
+// one a cancellation (not a deadline) just closed, and keeps it idle (and
+// Prove, the first connection to a backend, checked off the request path):
 // hedging cancels its losers by closing their connections, as HTTP/1.1
 // offers no other way, and without a replacement the next attempt to this
 // backend, often the next hedge, would wait on a dial. One replacement at
