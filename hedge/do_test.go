@@ -391,6 +391,7 @@ func TestAllAttemptsFail(t *testing.T) {
 		if !errors.Is(err, ErrNotAccepted) || v != 503 {
 			t.Fatalf("got %d, %v; want 503 with ErrNotAccepted", v, err)
 		}
+		synctest.Wait() // Release may run after Do has returned (its contract): let the attempts end
 		if got := releases.Load(); got != 2 {
 			t.Errorf("released %d refused results, want 2 (all but the returned one)", got)
 		}
