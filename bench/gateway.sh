@@ -22,8 +22,11 @@
 # Environment: GATEWAY_FLAGS adds flags to tailgate serve (say
 # "-backend-protocol h2c"); BASELINE=<git revision> adds that revision's
 # tailgate serve as "baseline", for a before/after in one run;
-# NGINX_WORKERS (default 1, as issue 17 measured); PORT_BASE (default
-# 18080: uses it and the next five ports).
+# NGINX_WORKERS (default 1, as issue 17 measured); ONLY=name,name...
+# measures only the proxies named (tailgate, baseline, reverseproxy, caddy,
+# nginx), so that many short rounds of two builds fit in a few minutes:
+# "ONLY=tailgate,baseline BASELINE=REV bench/gateway.sh 3s 50 20 1s";
+# PORT_BASE (default 18080: uses it and the next five ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/nginx.bash
@@ -97,6 +100,13 @@ if command -v nginx >/dev/null; then
 	TARGETS+=("nginx 127.0.0.1:$((PORT_BASE + 3))")
 else
 	echo "nginx not installed: skipped (apt-get install nginx-light)"
+fi
+
+if [[ -n ${ONLY:-} ]]; then
+	kept=()
+	for t in "${TARGETS[@]}"; do [[ ,$ONLY, == *,${t%% *},* ]] && kept+=("$t"); done
+	[[ ,$ONLY, == *,tailgate,* ]] || { echo "ONLY must name tailgate, which the others are judged against" >&2; exit 1; }
+	TARGETS=("${kept[@]}")
 fi
 
 # Wait for every listener, then warm each up (connections, JIT-free but
