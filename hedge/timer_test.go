@@ -180,24 +180,32 @@ func TestHedgeNotBeforeItsDelay(t *testing.T) {
 // more before its hedge, so that an answer that came in during the stall
 // is read first: the read is then decided by its primary, with no hedge
 // sent and no budget spent. A read still undecided after the grace is
-// hedged. (Virtual time fires timers on time: the test has stallGrace
-// grant a grace to every firing.)
+// hedged. Only an adaptive delay waits so: a fixed one's hedge goes at its
+// delay. (Virtual time fires timers on time: the test has stallGrace grant
+// a grace to every firing. The adaptive delay here is its warm-up guess.)
 func TestStalledTimerGivesTheAnswerAChance(t *testing.T) {
 	const d, g = 10 * time.Millisecond, 2 * time.Millisecond
 	defer func(f func(time.Duration) time.Duration) { stallGrace = f }(stallGrace)
 	stallGrace = func(time.Duration) time.Duration { return g }
+	adaptive := Policy{Adaptive: Adaptive{Warmup: d}}
+	fixed := Policy{Delay: d}
 	for _, tc := range []struct {
 		name       string
+		p          Policy
 		primary    time.Duration // how long the primary takes
 		wantHedged bool
+		wantStart  time.Duration // the hedge's start
 	}{
-		{"answer within the grace", d + g/2, false},
-		{"answer after the grace", d + 3*g, true},
+		{"answer within the grace", adaptive, d + g/2, false, 0},
+		{"answer after the grace", adaptive, d + 3*g, true, d + g},
+		{"fixed delay", fixed, d + g/2, true, d},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var c collector
-				h := mustNew(t, Policy{Delay: d, MaxAttempts: 2, Budget: mustBudget(t, 1, 1e9), Gate: Gate{Disabled: true}})
+				p := tc.p
+				p.MaxAttempts, p.Budget, p.Gate = 2, mustBudget(t, 1, 1e9), Gate{Disabled: true}
+				h := mustNew(t, p)
 				_, err := Do(t.Context(), h, Op[int]{
 					Call: func(ctx context.Context, a Attempt) (int, error) {
 						if a.Index > 0 {
@@ -222,8 +230,8 @@ func TestStalledTimerGivesTheAnswerAChance(t *testing.T) {
 					t.Fatalf("hedged %v, want %v: attempts %+v", hedged, tc.wantHedged, r.Attempts)
 				}
 				if tc.wantHedged {
-					if s := r.Attempts[1].Start.Duration(); s != d+g {
-						t.Errorf("hedge started at %v, want the delay plus the grace, %v", s, d+g)
+					if s := r.Attempts[1].Start.Duration(); s != tc.wantStart {
+						t.Errorf("hedge started at %v, want %v", s, tc.wantStart)
 					}
 				}
 			})
