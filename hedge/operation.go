@@ -47,6 +47,7 @@ type operation[T any] struct {
 	lateHedged bool     // a hedge went because an answer was late: the gate learns how it fared
 	pass       gatePass // what the gate granted the operation, handed back at the end
 	fireAt     time.Time
+	graced     bool      // the delay timer fired late and waits once more (see stallLag)
 	pickedAt   time.Time // when the pick under way was asked for (see roundTrip.Pick)
 	window     *time.Timer
 	wake       chan struct{} // made when the caller waits
@@ -270,8 +271,50 @@ func (o *operation[T]) onDelay() {
 	if o.phase != running || now.Before(o.fireAt) {
 		return
 	}
-	o.h.late.note(now, now.Sub(o.fireAt))
+	if lag := now.Sub(o.fireAt); !o.graced {
+		o.h.late.note(now, lag)
+		if g := stallGrace(lag); g > 0 && o.s.p.Delay == 0 {
+			// The process was stalled past the delay: the read's answer
+			// may be in, unread. See stallLag.
+			o.graced = true
+			o.fireAt = now.Add(g)
+			o.timer.t.Reset(g)
+			return
+		}
+	}
+	o.graced = false
 	o.tryHedge(TriggerDelay, now)
+}
+
+// A delay timer that fires stallLag or more after its time was held up by
+// the process (a pause of the host, of the runtime, a burst of work), not
+// by the read: the read's answer may be in already, unread. Go runs a
+// timer's function on a goroutine of its own, put first in its
+// processor's queue, while the goroutines that network events woke wait
+// until the queues drain and the poller is consulted; so after a stall a
+// hedge would be sent for reads whose answers had arrived in time. Such a
+// firing waits once more, as long as it was late (at most maxStallGrace),
+// and the hedge goes only if the read is still undecided then. A
+// straggler's hedge is late by that much more; a hedge on the process's
+// own stall is not sent, and spends no budget. Only an adaptive delay
+// waits so, as only it has the lateness floor (see lateness): both are its
+// guard against hedging the process's own jitter. A fixed delay is its
+// owner's word: on a busy host (bench/compare's straggler, client and
+// replicas in one process) timers fire 0.5ms late routinely, and waiting
+// after each put its p99 1-2ms behind its peers'.
+const (
+	stallLag      = 500 * time.Microsecond
+	maxStallGrace = time.Millisecond
+)
+
+// stallGrace returns how much longer a delay timer that fired lag late
+// waits before its hedge: 0 unless lag says the process stalled. A
+// variable for tests.
+var stallGrace = func(lag time.Duration) time.Duration {
+	if lag < stallLag {
+		return 0
+	}
+	return min(lag, maxStallGrace)
 }
 
 // tryHedge launches the next attempt unless a limit says no, and reports

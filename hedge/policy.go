@@ -33,10 +33,9 @@ const (
 type Policy struct {
 	// Delay is a fixed hedge delay: a hedge is sent when an attempt has not
 	// produced an acceptable result after Delay. Zero means adaptive (see
-	// Adaptive). Negative is an error. An idle Go process wakes from a
-	// timer up to a millisecond late, so the delay timer is armed early by
-	// the lateness the Hedger has measured (at most an eighth of the
-	// delay): hedges go out at the delay on average, not after it.
+	// Adaptive). Negative is an error. The timer is armed at the delay, not
+	// early: a hedge goes out when the process's timer fires, which on a
+	// busy host may be a fraction of a millisecond after it.
 	Delay time.Duration
 
 	// Adaptive configures the adaptive delay used when Delay is zero.
@@ -93,10 +92,13 @@ type Adaptive struct {
 	// boundary, where a fixed p95 over 5% stragglers landed.
 	Quantile float64
 	// Floor is the smallest delay. Default 1ms. The delay also never
-	// drops below twice the 99th percentile of how late the process's own
+	// drops below twice the 90th percentile of how late the process's own
 	// hedge-delay timers fire (measured over the last 10s, once 32 have
 	// fired): a read late by no more than that may be late only because
-	// the process was busy, and a hedge would meet the same lateness.
+	// the process was busy, and a hedge would meet the same lateness. A
+	// timer that fires 0.5ms or more late, after a stall, waits as long
+	// again (at most 1ms) for answers that came in meanwhile before its
+	// hedge goes.
 	Floor time.Duration
 	// Ceiling is the largest delay. Default 1s.
 	Ceiling time.Duration

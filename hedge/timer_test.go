@@ -175,3 +175,82 @@ func TestHedgeNotBeforeItsDelay(t *testing.T) {
 		}
 	})
 }
+
+// A delay timer that fires late because the process stalled waits once
+// more before its hedge, so that an answer that came in during the stall
+// is read first: the read is then decided by its primary, with no hedge
+// sent and no budget spent. A read still undecided after the grace is
+// hedged. Only an adaptive delay waits so: a fixed one's hedge goes at its
+// delay. (Virtual time fires timers on time: the test has stallGrace grant
+// a grace to every firing. The adaptive delay here is its warm-up guess.)
+func TestStalledTimerGivesTheAnswerAChance(t *testing.T) {
+	const d, g = 10 * time.Millisecond, 2 * time.Millisecond
+	defer func(f func(time.Duration) time.Duration) { stallGrace = f }(stallGrace)
+	stallGrace = func(time.Duration) time.Duration { return g }
+	adaptive := Policy{Adaptive: Adaptive{Warmup: d}}
+	fixed := Policy{Delay: d}
+	for _, tc := range []struct {
+		name       string
+		p          Policy
+		primary    time.Duration // how long the primary takes
+		wantHedged bool
+		wantStart  time.Duration // the hedge's start
+	}{
+		{"answer within the grace", adaptive, d + g/2, false, 0},
+		{"answer after the grace", adaptive, d + 3*g, true, d + g},
+		{"fixed delay", fixed, d + g/2, true, d},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c collector
+				p := tc.p
+				p.MaxAttempts, p.Budget, p.Gate = 2, mustBudget(t, 1, 1e9), Gate{Disabled: true}
+				h := mustNew(t, p)
+				_, err := Do(t.Context(), h, Op[int]{
+					Call: func(ctx context.Context, a Attempt) (int, error) {
+						if a.Index > 0 {
+							return 2, nil
+						}
+						select {
+						case <-time.After(tc.primary):
+							return 1, nil
+						case <-ctx.Done():
+							return 0, ctx.Err()
+						}
+					},
+					Targets:   []string{"a", "b"},
+					OnReceipt: c.receipt,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				r := c.last(t)
+				if hedged := len(r.Attempts) > 1; hedged != tc.wantHedged {
+					t.Fatalf("hedged %v, want %v: attempts %+v", hedged, tc.wantHedged, r.Attempts)
+				}
+				if tc.wantHedged {
+					if s := r.Attempts[1].Start.Duration(); s != tc.wantStart {
+						t.Errorf("hedge started at %v, want %v", s, tc.wantStart)
+					}
+				}
+			})
+		})
+	}
+}
+
+// stallGrace grants a grace only to a firing late by stallLag or more, as
+// long as it was late and at most maxStallGrace.
+func TestStallGrace(t *testing.T) {
+	for _, tc := range []struct{ lag, want time.Duration }{
+		{0, 0},
+		{stallLag - time.Microsecond, 0},
+		{stallLag, stallLag},
+		{maxStallGrace - time.Microsecond, maxStallGrace - time.Microsecond},
+		{50 * time.Millisecond, maxStallGrace},
+	} {
+		if got := stallGrace(tc.lag); got != tc.want {
+			t.Errorf("stallGrace(%v) = %v, want %v", tc.lag, got, tc.want)
+		}
+	}
+}
