@@ -271,11 +271,13 @@ func (o *operation[T]) onDelay() {
 	if o.phase != running || now.Before(o.fireAt) {
 		return
 	}
-	if lag := now.Sub(o.fireAt); !o.graced {
+	if !o.graced {
+		lag := now.Sub(o.fireAt)
 		o.h.late.note(now, lag)
+		// An adaptive delay's timer held up by a stall of the process
+		// waits once more: the read's answer may be in, unread. See
+		// stallLag.
 		if g := stallGrace(lag); g > 0 && o.s.p.Delay == 0 {
-			// The process was stalled past the delay: the read's answer
-			// may be in, unread. See stallLag.
 			o.graced = true
 			o.fireAt = now.Add(g)
 			o.timer.t.Reset(g)

@@ -153,23 +153,7 @@ func TestHedgeNotBeforeItsDelay(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 			h.late.note(time.Now(), time.Millisecond) // every timer a millisecond late
 		}
-		var c collector
-		_, err := Do(t.Context(), h, Op[int]{
-			Call: func(ctx context.Context, a Attempt) (int, error) {
-				if a.Index == 0 {
-					<-ctx.Done()
-					return 0, ctx.Err()
-				}
-				return 1, nil
-			},
-			Targets:   []string{"a", "b"},
-			OnReceipt: c.receipt,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		r := c.last(t)
+		r := hedgedReceipt(t, h, time.Hour)
 		if len(r.Attempts) != 2 || r.Attempts[1].Start.Duration() < d {
 			t.Errorf("hedge attempts %+v; want the hedge at %v or later", r.Attempts, d)
 		}
@@ -202,30 +186,9 @@ func TestStalledTimerGivesTheAnswerAChance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var c collector
 				p := tc.p
 				p.MaxAttempts, p.Budget, p.Gate = 2, mustBudget(t, 1, 1e9), Gate{Disabled: true}
-				h := mustNew(t, p)
-				_, err := Do(t.Context(), h, Op[int]{
-					Call: func(ctx context.Context, a Attempt) (int, error) {
-						if a.Index > 0 {
-							return 2, nil
-						}
-						select {
-						case <-time.After(tc.primary):
-							return 1, nil
-						case <-ctx.Done():
-							return 0, ctx.Err()
-						}
-					},
-					Targets:   []string{"a", "b"},
-					OnReceipt: c.receipt,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
-				r := c.last(t)
+				r := hedgedReceipt(t, mustNew(t, p), tc.primary)
 				if hedged := len(r.Attempts) > 1; hedged != tc.wantHedged {
 					t.Fatalf("hedged %v, want %v: attempts %+v", hedged, tc.wantHedged, r.Attempts)
 				}
@@ -237,6 +200,34 @@ func TestStalledTimerGivesTheAnswerAChance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// hedgedReceipt runs one Do under h, in a synctest bubble, whose primary
+// answers after primary (or when the operation ends) and whose hedge
+// answers at once, and returns its final receipt.
+func hedgedReceipt(t *testing.T, h *Hedger, primary time.Duration) Receipt {
+	t.Helper()
+	var c collector
+	_, err := Do(t.Context(), h, Op[int]{
+		Call: func(ctx context.Context, a Attempt) (int, error) {
+			if a.Index > 0 {
+				return 2, nil
+			}
+			select {
+			case <-time.After(primary):
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		},
+		Targets:   []string{"a", "b"},
+		OnReceipt: c.receipt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return c.last(t)
 }
 
 // stallGrace grants a grace only to a firing late by stallLag or more, as
