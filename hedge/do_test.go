@@ -200,10 +200,18 @@ func TestAdaptiveDelayFollowsQuantile(t *testing.T) {
 				}
 			}
 		}
-		run(19, 4*time.Millisecond)
+		run(warmMedianSamples-1, 4*time.Millisecond)
 		time.Sleep(refreshEvery)
 		if got := h.Stats().Delay; got != 7*time.Millisecond {
-			t.Fatalf("delay %v with 19 of 20 samples, want warm-up 7ms", got)
+			t.Fatalf("delay %v with %d samples, want warm-up 7ms", got, warmMedianSamples-1)
+		}
+		// From warmMedianSamples on, twice their median: above Warmup
+		// here, so that a class slower than Warmup does not hedge every
+		// read while it warms up.
+		run(19-(warmMedianSamples-1), 4*time.Millisecond)
+		time.Sleep(refreshEvery)
+		if got := h.Stats().Delay; got < 7800*time.Microsecond || got > 8200*time.Microsecond {
+			t.Fatalf("delay %v with 19 of 20 samples, want ~8ms (twice their 4ms median)", got)
 		}
 		run(1, 4*time.Millisecond)
 		time.Sleep(refreshEvery)

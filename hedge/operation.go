@@ -295,18 +295,23 @@ func (o *operation[T]) onDelay() {
 // processor's queue, while the goroutines that network events woke wait
 // until the queues drain and the poller is consulted; so after a stall a
 // hedge would be sent for reads whose answers had arrived in time. Such a
-// firing waits once more, as long as it was late (at most maxStallGrace),
-// and the hedge goes only if the read is still undecided then. A
-// straggler's hedge is late by that much more; a hedge on the process's
-// own stall is not sent, and spends no budget. Only an adaptive delay
-// waits so, as only it has the lateness floor (see lateness): both are its
-// guard against hedging the process's own jitter. A fixed delay is its
-// owner's word: on a busy host (bench/compare's straggler, client and
-// replicas in one process) timers fire 0.5ms late routinely, and waiting
-// after each put its p99 1-2ms behind its peers'.
+// firing waits graceWait more, and the hedge goes only if the read is
+// still undecided then. A straggler's hedge is late by that much more; a
+// hedge on the process's own stall is not sent, and spends no budget.
+//
+// stallLag sits above the lateness of an idle process's timers: Go's
+// Linux poller sleeps in whole milliseconds (epoll_wait), so a timer due
+// in 2.13ms fires at about 3.1ms when nothing else wakes the process. No
+// answer waits unread meanwhile (its arrival wakes the poller), and
+// waiting after such a firing held lab classes' point reads' hedges back
+// to twice their delay (at 0.5ms, nearly every one of them waited).
+//
+// Only an adaptive delay waits so, as only it has the lateness floor (see
+// lateness): both are its guard against hedging the process's own jitter.
+// A fixed delay is its owner's word.
 const (
-	stallLag      = 500 * time.Microsecond
-	maxStallGrace = time.Millisecond
+	stallLag  = 1500 * time.Microsecond
+	graceWait = time.Millisecond
 )
 
 // stallGrace returns how much longer a delay timer that fired lag late
@@ -316,7 +321,7 @@ var stallGrace = func(lag time.Duration) time.Duration {
 	if lag < stallLag {
 		return 0
 	}
-	return min(lag, maxStallGrace)
+	return graceWait
 }
 
 // tryHedge launches the next attempt unless a limit says no, and reports

@@ -96,16 +96,20 @@ type Adaptive struct {
 	// hedge-delay timers fire (measured over the last 10s, once 32 have
 	// fired): a read late by no more than that may be late only because
 	// the process was busy, and a hedge would meet the same lateness. A
-	// timer that fires 0.5ms or more late, after a stall, waits as long
-	// again (at most 1ms) for answers that came in meanwhile before its
-	// hedge goes.
+	// timer that fires 1.5ms or more late, after a stall, waits 1ms more
+	// for answers that came in meanwhile before its hedge goes.
 	Floor time.Duration
 	// Ceiling is the largest delay. Default 1s.
 	Ceiling time.Duration
 	// MinSamples is how many latencies the window must hold before the
-	// quantile is trusted; until then Warmup applies. Default 50.
+	// quantile is trusted. Default 50. Until then the delay is twice the
+	// median of those known, once there are warmMedianSamples of them:
+	// a class slower than Warmup (a 20ms search) would otherwise hedge
+	// every read while it warms up and spend the budget the other classes'
+	// stragglers need, and a fast one would wait Warmup for its first
+	// stragglers' hedges.
 	MinSamples int
-	// Warmup is the fixed delay used until MinSamples latencies are known.
+	// Warmup is the delay used until the first latencies are known.
 	// Default 10ms, clamped into [Floor, Ceiling].
 	Warmup time.Duration
 	// Window is how far back latencies count. Default 10s.
@@ -119,6 +123,9 @@ const (
 	defaultCeiling    = time.Second
 	defaultMinSamples = 50
 	defaultWarmup     = 10 * time.Millisecond
+	// warmMedianSamples is how many latencies a warming-up delay needs
+	// before it follows their median rather than Warmup.
+	warmMedianSamples = 10
 	defaultWindow     = 10 * time.Second
 	// refreshEvery is how often the adaptive delay is recomputed from the
 	// window; computing it per operation would cost more than the call.
@@ -289,10 +296,13 @@ func (d *delayState) refreshLocked(now time.Time) {
 		return
 	}
 	a := d.adaptive
+	floor := max(a.Floor, d.late.floor(now))
 	delay, warm := a.Warmup, true
-	if s.Count() >= uint64(a.MinSamples) {
-		floor := max(a.Floor, d.late.floor(now))
+	switch n := s.Count(); {
+	case n >= uint64(a.MinSamples):
 		delay, warm = min(max(delayQuantile(s, d.quantile()), floor), a.Ceiling), false
+	case n >= warmMedianSamples:
+		delay = min(max(2*s.Quantile(0.5), floor), a.Ceiling)
 	}
 	d.delay.Store(int64(delay))
 	d.warm.Store(warm)
