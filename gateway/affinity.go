@@ -167,6 +167,7 @@ type affinityRounds struct {
 
 	keyless   prometheus.Counter // reads without a key
 	fallbacks prometheus.Counter // attempts sent outside their key's replicas
+	spills    prometheus.Counter // cold keys' primaries sent past a busy home
 
 	mu       sync.Mutex
 	started  bool // the rounds' goroutine was started
@@ -190,6 +191,10 @@ func (a *affinityRounds) init(g *Gateway, cfg Config) {
 		Name: "tailgate_affinity_fallbacks_total",
 		Help: "Attempts (primaries, hedges, retries) in affinity mode sent outside their key's replicas because none of those admitted one (breaker open, on probation, or already tried).",
 	})
+	a.spills = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailgate_affinity_spills_total",
+		Help: "Primaries in affinity mode of keys their home was not likely to hold (unread for 15-30 s) sent to another owner because the home was busy; the key's next reads follow them there.",
+	})
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 }
 
@@ -205,7 +210,7 @@ func (a *affinityRounds) follow(v *view) {
 	}
 	a.started = true
 	// Affinity mode's series appear with it.
-	a.g.metrics.registry.MustRegister(a.keyless, a.fallbacks, partitionCollector{a.g})
+	a.g.metrics.registry.MustRegister(a.keyless, a.fallbacks, a.spills, partitionCollector{a.g})
 	go func() {
 		defer close(a.done)
 		tick := time.NewTicker(a.every)
@@ -254,6 +259,7 @@ func (v *view) tables() map[string]*partition.Table {
 // attempts went elsewhere (none of those admitted one).
 type affinityRead struct {
 	key       string
+	owners    []string // the key's owners (partition.Owners.Replicas), shared
 	among     []int
 	fallbacks int
 }
@@ -262,34 +268,49 @@ type affinityRead struct {
 // arrival), and returns them for the read's route (nil: without a key,
 // the read routes as without affinity); home says the first is the key's
 // home (a key that is not hot, of a partition not shared, whose home the
-// view knows).
-func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home bool) {
+// view knows), or the owner a recent read of it spilled to
+// (partition.Owners.Spilled), and cold that the home is not likely to
+// hold it (partition.Owners.Cold).
+func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home, cold bool) {
 	key := x.rt.affinityKey.of(r)
 	if key == "" {
 		x.g.affinity.keyless.Inc()
-		return nil, false
+		return nil, false, false
 	}
 	o := x.rt.affinity.OwnersAt(key, now)
-	ar := &affinityRead{key: key, among: make([]int, 0, len(o.Replicas))}
-	for k, name := range o.Replicas {
+	ar := &affinityRead{key: key, owners: o.Replicas, among: make([]int, 0, len(o.Replicas))}
+	homed := !o.Hot && !o.Shared
+	for k := range o.Replicas {
+		// The owner a recent read spilled to goes first: its cache holds
+		// the key.
+		switch {
+		case o.Spilled > 0 && k == 0:
+			k = o.Spilled
+		case o.Spilled > 0 && k == o.Spilled:
+			k = 0
+		}
 		// A name the view does not know is a replica a reload is adding
 		// or removing as the read arrives: skipped.
-		if i, ok := x.rt.pool.index[name]; ok {
+		if i, ok := x.rt.pool.index[o.Replicas[k]]; ok {
+			home = home || len(ar.among) == 0 && homed
 			ar.among = append(ar.among, i)
-			home = home || k == 0 && !o.Hot && !o.Shared
 		}
 	}
 	x.aff = ar
 	if len(ar.among) == 0 {
-		return nil, false
+		return nil, false, false
 	}
-	return ar.among, home
+	return ar.among, home, home && o.Cold
 }
 
 // keyedRoute returns the Route of a read whose key's replicas are among
-// (nil: none), the first its home when home.
-func (p *pool) keyedRoute(among []int, home, tied bool) replica.Route {
-	if home {
+// (nil: none), the first its home when home, which spills when busy if
+// cold.
+func (p *pool) keyedRoute(among []int, home, cold, tied bool) replica.Route {
+	switch {
+	case cold:
+		return p.set.RouteCold(among, tied)
+	case home:
 		return p.set.RouteHome(among, tied)
 	}
 	return p.set.Route(among, tied)
@@ -303,6 +324,15 @@ func (x *exchange) recordKey(now time.Time) {
 		return
 	}
 	x.g.affinity.fallbacks.Add(float64(x.aff.fallbacks))
+	if x.route.Spilled() {
+		x.g.affinity.spills.Inc()
+		spilledTo := x.rt.pool.backends[x.route.Replica(0)]
+		for k, name := range x.aff.owners {
+			if name == spilledTo {
+				x.rt.affinity.SpilledAt(x.aff.key, k, now)
+			}
+		}
+	}
 	name := ""
 	if w := int(x.tally.winner); x.tally.decided && w >= 0 {
 		name = x.rt.pool.backends[x.tally.replica[w]]

@@ -465,3 +465,66 @@ func TestAffinityOffCostsNothing(t *testing.T) {
 		t.Error("affinity state without Config.Affinity")
 	}
 }
+
+// A key its home has not seen lately (cold) goes to its other owner while
+// its home is busy, is counted as a spill, and its next reads follow it
+// there, the home idle again; a warm key stays home however busy.
+func TestAffinityColdKeySpillsPastBusyHomeAndStays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, m := newAffinityGateway(t, 4, Config{Policy: hedge.Policy{MaxAttempts: 1}})
+		tab := g.Partitions()
+		busy, cold := "/items/busy", ""
+		home := tab.OwnersAt(busy, time.Now()).Replicas[0]
+		for k := range 1000 { // a key of the same home, never read
+			key := fmt.Sprintf("/items/cold-%d", k)
+			if partitionOwners(tab, key)[0] == home {
+				cold = key
+				break
+			}
+		}
+		if cold == "" {
+			t.Fatal("no key with the same home")
+		}
+		m.mu.Lock()
+		m.slowFirst[busy] = time.Second
+		m.mu.Unlock()
+		for range 3 { // three reads in flight at the home
+			go serveIn(g, http.MethodGet, busy, nil)
+		}
+		synctest.Wait()
+		owners := hostsOf(partitionOwners(tab, cold))
+		before := attemptsSoFar(m)
+		mustGet(t, g, cold)
+		if got := readFrom(m, before); !slices.Equal(got, owners[1:2]) {
+			t.Fatalf("cold key past a busy home read from %v; want its other owner %v", got, owners[1])
+		}
+		time.Sleep(2 * time.Second) // the busy reads end: the home is idle
+		before = attemptsSoFar(m)
+		mustGet(t, g, cold)
+		if got := readFrom(m, before); !slices.Equal(got, owners[1:2]) {
+			t.Fatalf("the spilled key's next read went to %v; want %v, where it is warm", got, owners[1])
+		}
+		s, _ := g.partitionsState()
+		if s.Spills != 1 {
+			t.Errorf("spills %d, want 1", s.Spills)
+		}
+		// A warm key of the busy home stays there.
+		for range 3 {
+			go serveIn(g, http.MethodGet, busy, nil)
+		}
+		synctest.Wait()
+		before = attemptsSoFar(m)
+		go serveIn(g, http.MethodGet, busy, nil)
+		synctest.Wait()
+		if got := readFrom(m, before); !slices.Equal(got, hostsOf([]string{home})) {
+			t.Errorf("a warm key's read went to %v with its home busy; want its home", got)
+		}
+		time.Sleep(2 * time.Second)
+	})
+}
+
+// partitionOwners returns key's owners without noting a read of it.
+func partitionOwners(tab *partition.Table, key string) []string {
+	s := tab.Snapshot()
+	return s.Assignment[tab.Partition(key)]
+}

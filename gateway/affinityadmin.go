@@ -21,9 +21,11 @@ type partitionsView struct {
 	RebalanceEveryMs float64 `json:"rebalanceEveryMs"`
 	// Keyless counts reads without a key, routed as without affinity;
 	// Fallbacks the attempts sent outside their key's replicas because
-	// none of those admitted one.
+	// none of those admitted one; Spills the primaries of cold keys sent
+	// past a busy home to another owner (replica.Set.RouteCold).
 	Keyless   int64 `json:"keyless"`
 	Fallbacks int64 `json:"fallbacks"`
+	Spills    int64 `json:"spills"`
 	// The table: partitions, owners, each replica's partitions, load and
 	// served rate, the assignment, moves (recent, total), hot keys.
 	partition.Snapshot
@@ -48,6 +50,7 @@ func (g *Gateway) partitionsState() (s partitionsView, ok bool) {
 		RebalanceEveryMs: ms(g.affinity.every),
 		Keyless:          counterInt(g.affinity.keyless),
 		Fallbacks:        counterInt(g.affinity.fallbacks),
+		Spills:           counterInt(g.affinity.spills),
 		Snapshot:         rt.affinity.Snapshot(),
 	}, true
 }

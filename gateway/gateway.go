@@ -347,12 +347,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	x := g.newExchange(v, rt, r, budgetValue)
 	x.trace = tr
-	var among []int // a key's replicas (affinity mode)
-	home := false   // among[0] is the key's home
+	var among []int     // a key's replicas (affinity mode)
+	var home, cold bool // among[0] is the key's home; it is not likely to hold the key
 	if rt.keyed() {
-		among, home = x.routeByKey(r, start)
+		among, home, cold = x.routeByKey(r, start)
 	}
-	x.route = rt.pool.keyedRoute(among, home, rt.tied && rt.tieable(h, start, r.Context()))
+	x.route = rt.pool.keyedRoute(among, home, cold, rt.tied && rt.tieable(h, start, r.Context()))
 	resp, err := rt.transport.RoundTripWith(&x.req, h, x)
 	x.route.Finish() // a tied read's twin, held for a second copy never sent
 	x.decide(resp, err, client.Err() != nil)

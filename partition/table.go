@@ -20,6 +20,7 @@ type Table struct {
 
 	counts []atomic.Int64 // per partition: reads RecordAt counted since the last round
 	sketch *sketch        // nil when hot keys are off
+	recent *recent        // the keys read lately, and where their spilled reads went
 
 	mu sync.Mutex // serialises rounds, membership changes and Snapshot
 	// Guarded by mu:
@@ -81,6 +82,16 @@ type Owners struct {
 	// its primaries only when the home admits none.
 	Hot    bool
 	Shared bool
+	// Cold is true when the key has a home and no read of it came through
+	// this Table for 15 to 30 s: its home's cache is not likely to hold it
+	// either, so sending its primary to another owner while the home is
+	// busy costs no hit (replica.Set.RouteCold; SpilledAt then says where
+	// it went). Spilled, for a key that is not cold, is the index in
+	// Replicas of the owner a recent read of it spilled to (0: none): that
+	// owner's cache holds the key now, so its reads go there first while
+	// it stays warm, rather than missing at home.
+	Cold    bool
+	Spilled int
 }
 
 // New returns a Table over the named replicas (stable names: the gateway
@@ -104,6 +115,7 @@ func New(replicas []string, cfg Config) (*Table, error) {
 		cfg:      cfg,
 		parts:    p,
 		counts:   make([]atomic.Int64, p),
+		recent:   newRecent(),
 		partLoad: make([]float64, p),
 		shared:   make([]bool, p),
 		served:   map[string]*servedLoad{},
@@ -128,8 +140,8 @@ func (t *Table) Partition(key string) int { return partitionOf(hashString(key), 
 // OwnersAt returns where key's reads go at now: its partition's owners, or
 // the wider set of a hot key. A hot key's set lapses one Window after the
 // last round that confirmed it, so that replication stops if rounds stop.
-// OwnersAt reads an immutable snapshot without a lock and does not
-// allocate.
+// OwnersAt notes the read for Owners.Cold. It reads an immutable snapshot
+// without a lock and does not allocate.
 func (t *Table) OwnersAt(key string, now time.Time) Owners {
 	h := hashString(key)
 	p := partitionOf(h, t.parts)
@@ -141,7 +153,21 @@ func (t *Table) OwnersAt(key string, now time.Time) Owners {
 			}
 		}
 	}
-	return Owners{Partition: p, Replicas: st.owners[p], Shared: st.shared[p]}
+	o := Owners{Partition: p, Replicas: st.owners[p], Shared: st.shared[p]}
+	if !o.Shared {
+		o.Cold, o.Spilled = t.recent.read(h, now)
+		if o.Spilled >= len(o.Replicas) {
+			o.Spilled = 0 // the partition has fewer owners since
+		}
+	}
+	return o
+}
+
+// SpilledAt notes that a read of key, cold when it arrived (Owners.Cold),
+// went at now to Replicas[k] of its Owners rather than to its home, so
+// that its next reads follow it there (Owners.Spilled).
+func (t *Table) SpilledAt(key string, k int, now time.Time) {
+	t.recent.spill(hashString(key), k, now)
 }
 
 // RecordAt counts one read of key served by replica at now. It feeds the

@@ -200,3 +200,37 @@ func TestPartitionSpreadsStructuredKeys(t *testing.T) {
 		}
 	}
 }
+
+// A key with a home is cold on its first read and after 15-30 s unread,
+// warm in between; a read that spilled to another owner is followed there
+// while the key stays warm. A shared or hot key is neither.
+func TestOwnersColdAndSpilled(t *testing.T) {
+	tab := mustNew(t, names(4), Config{})
+	now := t0
+	o := tab.OwnersAt("k", now)
+	if !o.Cold || o.Spilled != 0 {
+		t.Fatalf("first read: cold %v spilled %d; want cold", o.Cold, o.Spilled)
+	}
+	if o = tab.OwnersAt("k", now.Add(time.Second)); o.Cold || o.Spilled != 0 {
+		t.Fatalf("read again: cold %v spilled %d; want warm, at home", o.Cold, o.Spilled)
+	}
+	tab.SpilledAt("k", 1, now.Add(time.Second))
+	if o = tab.OwnersAt("k", now.Add(2*time.Second)); o.Cold || o.Spilled != 1 {
+		t.Fatalf("after a spill: cold %v spilled %d; want warm, at owner 1", o.Cold, o.Spilled)
+	}
+	// Read every 14 s, it stays warm and where it spilled to.
+	at := now.Add(2 * time.Second)
+	for range 5 {
+		at = at.Add(recentEpoch - time.Second)
+		if o = tab.OwnersAt("k", at); o.Cold || o.Spilled != 1 {
+			t.Fatalf("read at %v: cold %v spilled %d; want warm, at owner 1", at.Sub(now), o.Cold, o.Spilled)
+		}
+	}
+	// Unread for two epochs, it is cold again, and home.
+	if o = tab.OwnersAt("k", at.Add(2*recentEpoch)); !o.Cold || o.Spilled != 0 {
+		t.Fatalf("after 30 s unread: cold %v spilled %d; want cold, home", o.Cold, o.Spilled)
+	}
+	if o = tab.OwnersAt("other", at); !o.Cold {
+		t.Fatal("another key is cold on its first read")
+	}
+}

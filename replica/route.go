@@ -30,7 +30,9 @@ const MaxAttempts = 5
 //     warm. Whether the home is within its load bound is its caller's to
 //     judge, over time, by choosing the home (package partition moves
 //     homes off replicas above the bound); in-flight counts are a poor
-//     judge of it per read (see docs/gateway.md, Affinity mode).
+//     judge of it per read (see docs/gateway.md, Affinity mode), except
+//     for a key the home is not likely to hold (RouteCold), whose primary
+//     costs a miss wherever it goes.
 //   - Tied: the primary's twin, a replica for the second copy, is picked with
 //     the primary (the first copy must name it as it leaves) and held until
 //     the second attempt takes it. A second attempt sent because the first
@@ -48,6 +50,8 @@ type Route struct {
 	set      *Set
 	among    []int
 	home     bool // among[0] is the key's home: the primary's replica when it admits one
+	cold     bool // home, and the home's cache is not likely to hold the key: a busy home spills
+	spilled  bool // the primary went to another owner because the home was busy
 	tied     bool
 	held     bool    // tied: the twin's ticket waits for the second copy
 	copies   [2]bool // tied: copy i went tied
@@ -71,6 +75,46 @@ func (s *Set) Route(among []int, tied bool) Route {
 func (s *Set) RouteHome(owners []int, tied bool) Route {
 	return Route{set: s, among: owners, home: len(owners) > 0, tied: tied}
 }
+
+// RouteCold is RouteHome for a key its home's cache is not likely to
+// hold (partition.Owners.Cold): while the home is busy, its primary goes
+// to the first other owner that is not, where it costs the same miss
+// without the home's queue. Busy is HAProxy's bounded load, per request:
+// as many attempts in flight as spillFactor × the mean per replica (the
+// request's own included), and at least spillMinInFlight. A key its home
+// holds is never spilled: splitting its primaries would warm it in two
+// caches (see Route). Spilled says whether the primary went elsewhere.
+func (s *Set) RouteCold(owners []int, tied bool) Route {
+	return Route{set: s, among: owners, home: len(owners) > 0, cold: true, tied: tied}
+}
+
+// Spilling a cold key's primary (RouteCold): measured on bench/skew's tier
+// (4 replicas of 4 workers), the bound at 1.25 × the mean as HAProxy's
+// hash-balance-factor 125, and no spill below 3 in flight: at 1 or 2, a
+// home is not queueing, and spilling then (as HAProxy does) cost hits for
+// nothing at 500 reads/s.
+const (
+	spillFactor      = 1.25
+	spillMinInFlight = 3
+)
+
+// busy reports whether replica i has as many attempts in flight as a
+// cold key's primary may wait behind (see RouteCold).
+func (s *Set) busy(i int) bool {
+	in := s.reps[i].inflight.Load()
+	if in < spillMinInFlight {
+		return false
+	}
+	var total int64
+	for _, r := range s.reps {
+		total += max(r.inflight.Load(), 0)
+	}
+	return float64(in) >= spillFactor*float64(total+1)/float64(len(s.reps))
+}
+
+// Spilled reports whether the primary went to another owner than the
+// home because the home was busy (RouteCold).
+func (r *Route) Spilled() bool { return r.spilled }
 
 // Set returns the Set the Route steers over.
 func (r *Route) Set() *Set { return r.set }
@@ -114,6 +158,18 @@ func (r *Route) Pick(i int, retry bool, used []int, now time.Time) (replica int,
 // when it admits one, and otherwise to the other owners first.
 func (r *Route) pick(now time.Time, a Attempt) (Ticket, bool) {
 	among := r.among
+	if r.cold && a.Role == Primary && r.set.busy(among[0]) {
+		for k := 1; k < len(among); k++ {
+			if i := among[k]; i >= 0 && i < len(r.set.reps) && !r.set.busy(i) {
+				a.Among = among[k : k+1]
+				if _, t, ok := r.set.Pick(now, a); ok {
+					r.spilled = true
+					return t, true
+				}
+				break
+			}
+		}
+	}
 	if r.home && a.Role == Primary {
 		a.Among = among[:1]
 		if _, t, ok := r.set.Pick(now, a); ok {

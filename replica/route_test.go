@@ -275,3 +275,57 @@ func TestRouteDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per request", n)
 	}
 }
+
+// A cold key's primary (RouteCold) leaves a busy home for the first other
+// owner that is not busy, and says so; a home with few in flight, or
+// every owner busy, keeps it home; a warm key (RouteHome) stays home
+// however busy.
+func TestRouteColdSpillsPastABusyHome(t *testing.T) {
+	s := mustNew(t, 4, Config{})
+	now := t0
+	primary := func(r Route) (int, bool) {
+		t.Helper()
+		p, ok := r.Pick(0, false, nil, now)
+		if !ok {
+			t.Fatal("no primary")
+		}
+		r.Done(0, Success, time.Millisecond)
+		return p, r.Spilled()
+	}
+	load := func(i, n int) []Ticket {
+		var ts []Ticket
+		for range n {
+			ts = append(ts, pickAt(t, s, i, now))
+		}
+		return ts
+	}
+	owners := []int{1, 2, 3}
+	if p, spilled := primary(s.RouteCold(owners, false)); p != 1 || spilled {
+		t.Fatalf("idle home: primary %d, spilled %v; want 1, no", p, spilled)
+	}
+	home := load(1, spillMinInFlight-1) // below the minimum: not busy
+	if p, spilled := primary(s.RouteCold(owners, false)); p != 1 || spilled {
+		t.Fatalf("home with %d in flight: primary %d, spilled %v; want 1, no", spillMinInFlight-1, p, spilled)
+	}
+	home = append(home, load(1, 1)...) // 3 in flight, 1.25 × (3+1)/4 = 1.25: busy
+	if p, spilled := primary(s.RouteCold(owners, false)); p != 2 || !spilled {
+		t.Fatalf("busy home: primary %d, spilled %v; want 2, yes", p, spilled)
+	}
+	if p, spilled := primary(s.RouteHome(owners, false)); p != 1 || spilled {
+		t.Fatalf("warm key, busy home: primary %d, spilled %v; want 1, no", p, spilled)
+	}
+	second := load(2, spillMinInFlight) // the next owner busy too: the third
+	if p, spilled := primary(s.RouteCold(owners, false)); p != 3 || !spilled {
+		t.Fatalf("home and owner 2 busy: primary %d, spilled %v; want 3, yes", p, spilled)
+	}
+	third := load(3, spillMinInFlight) // every owner busy: home
+	if p, spilled := primary(s.RouteCold(owners, false)); p != 1 || spilled {
+		t.Fatalf("every owner busy: primary %d, spilled %v; want 1, no", p, spilled)
+	}
+	for _, tk := range append(append(home, second...), third...) {
+		s.Done(tk, Success, now)
+	}
+	if n := inFlight(s); n != 0 {
+		t.Fatalf("%d tickets out", n)
+	}
+}
