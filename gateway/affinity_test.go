@@ -488,7 +488,7 @@ func TestAffinityColdKeySpillsPastBusyHomeAndStays(t *testing.T) {
 		m.mu.Lock()
 		m.slowFirst[busy] = time.Second
 		m.mu.Unlock()
-		for range 3 { // three reads in flight at the home
+		for range 4 { // four reads in flight at the home: busy (replica.Set.RouteCold)
 			go serveIn(g, http.MethodGet, busy, nil)
 		}
 		synctest.Wait()
@@ -509,7 +509,7 @@ func TestAffinityColdKeySpillsPastBusyHomeAndStays(t *testing.T) {
 			t.Errorf("spills %d, want 1", s.Spills)
 		}
 		// A warm key of the busy home stays there.
-		for range 3 {
+		for range 4 {
 			go serveIn(g, http.MethodGet, busy, nil)
 		}
 		synctest.Wait()

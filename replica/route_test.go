@@ -307,7 +307,7 @@ func TestRouteColdSpillsPastABusyHome(t *testing.T) {
 	if p, spilled := primary(s.RouteCold(owners, false)); p != 1 || spilled {
 		t.Fatalf("home with %d in flight: primary %d, spilled %v; want 1, no", spillMinInFlight-1, p, spilled)
 	}
-	home = append(home, load(1, 1)...) // 3 in flight, 1.25 × (3+1)/4 = 1.25: busy
+	home = append(home, load(1, 1)...) // spillMinInFlight, above 1.25 × the mean: busy
 	if p, spilled := primary(s.RouteCold(owners, false)); p != 2 || !spilled {
 		t.Fatalf("busy home: primary %d, spilled %v; want 2, yes", p, spilled)
 	}
