@@ -90,9 +90,9 @@ func (s *Set) RouteCold(owners []int, tied bool) Route {
 
 // Spilling a cold key's primary (RouteCold): the bound at 1.25 × the
 // mean, as HAProxy's hash-balance-factor 125, and no spill below 4 in
-// flight: on bench/skew's tier (4 replicas of 4 workers) a home with
-// fewer is seldom queueing, and spilling from 3 (or, as HAProxy does,
-// from 1 or 2) cost hits at 500 reads/s for no gain in p99.
+// flight, where a replica of a few workers is seldom queueing (HAProxy's
+// bound spills at 1 or 2 in flight on a quiet tier). On bench/skew's tier
+// (4 replicas of 4 workers) 3 and 4 gave the same p99s.
 const (
 	spillFactor      = 1.25
 	spillMinInFlight = 4
