@@ -41,7 +41,7 @@ func (t *Table) updateHot(now int64) ([]hotKey, float64) {
 			break // sorted by count: none further qualifies
 		}
 		lower := c.count - c.err
-		if was[c.key] || lower > enter && lower >= minHotReads {
+		if was[c.key] || lower > enter && lower >= minHotReads && t.homeOverBound(partitionOf(c.hash, t.parts)) {
 			next = append(next, hotKey{key: c.key, hash: c.hash, partition: partitionOf(c.hash, t.parts), count: c.count})
 		}
 	}
@@ -71,4 +71,26 @@ func sameRoutes(a, b []hotKey) bool {
 	return slices.EqualFunc(a, b, func(x, y hotKey) bool {
 		return x.key == y.key && slices.Equal(x.replicas, y.replicas)
 	})
+}
+
+// homeOverBound reports whether partition p's home carried more than
+// LoadBound × the mean load in the last round's model: a key of it
+// becomes hot (read from more replicas, each of which misses it once)
+// only when its home needs the help. A shared partition has no home to
+// help: its keys may become hot on their rate alone. Before a round has
+// modelled the loads there is nothing to judge by, and no key becomes hot:
+// the first second's counts are too few to tell a hot key from a lucky
+// one. Called with mu held.
+func (t *Table) homeOverBound(p int) bool {
+	if t.shared[p] {
+		return true
+	}
+	total := 0.0
+	for _, l := range t.loads {
+		total += l
+	}
+	if total <= 0 {
+		return false
+	}
+	return t.loads[t.owners(p)[0]] > t.cfg.LoadBound*total/float64(len(t.loads))
 }

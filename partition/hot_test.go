@@ -123,3 +123,46 @@ func TestHotKeysOffSkipsSketch(t *testing.T) {
 		t.Error("hot keys off, yet a sketch or a hot key")
 	}
 }
+
+// A key above the hot share whose home is within the load bound stays on
+// its home: spreading it would cost a miss on each other replica for no
+// balance gained. A key whose home is over the bound does spread.
+func TestKeyHotOnlyWhenItsHomeNeedsHelp(t *testing.T) {
+	tab := mustNew(t, names(8), Config{MovesPerRound: -1})
+	// 1000 reads/s over 8 replicas: 125/s each; the hot share is 31.25/s
+	// and the bound 156/s.
+	now := t0
+	for range 5 {
+		now = now.Add(time.Second)
+		feed(tab, now, 1000, nil)
+	}
+	// A key whose home carries at most 0.7 × the mean: at 60/s more it
+	// stays within the bound.
+	tab.mu.Lock()
+	mean := 0.0
+	for _, l := range tab.loads {
+		mean += l / float64(len(tab.loads))
+	}
+	single := ""
+	for k := 0; single == ""; k++ {
+		key := fmt.Sprintf("single-%d", k)
+		if tab.loads[tab.owners(tab.Partition(key))[0]] <= 0.7*mean {
+			single = key
+		}
+	}
+	tab.mu.Unlock()
+	for range 5 {
+		now = now.Add(time.Second)
+		feed(tab, now, 1000, map[string]int{single: 60})
+	}
+	if o := tab.OwnersAt(single, now); o.Hot {
+		t.Fatalf("a key of 60/s on a home within the bound is hot: %+v", o)
+	}
+	for range 5 {
+		now = now.Add(time.Second)
+		feed(tab, now, 1000, map[string]int{single: 60, "heavy": 300})
+	}
+	if o := tab.OwnersAt("heavy", now); !o.Hot {
+		t.Fatalf("a key of 300/s is not hot: %+v", o)
+	}
+}
