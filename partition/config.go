@@ -82,7 +82,9 @@ type Config struct {
 	HotKeys int
 
 	// HotShare: a key becomes hot when its rate exceeds HotShare × the mean
-	// rate per replica, and cools down when it falls below half of that.
+	// rate per replica and its partition's home is over LoadBound (each
+	// extra replica misses it once: worth it only where the home needs
+	// the help), and cools down when it falls below half of that rate.
 	// Default 0.25; zero means the default, negative is an error.
 	HotShare float64
 
