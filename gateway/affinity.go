@@ -280,9 +280,10 @@ func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home
 	o := x.rt.affinity.OwnersAt(key, now)
 	ar := &affinityRead{key: key, owners: o.Replicas, among: make([]int, 0, len(o.Replicas))}
 	homed := !o.Hot && !o.Shared
-	for k := range o.Replicas {
+	for pos := range o.Replicas {
 		// The owner a recent read spilled to goes first: its cache holds
 		// the key.
+		k := pos
 		switch {
 		case o.Spilled > 0 && k == 0:
 			k = o.Spilled
@@ -292,7 +293,7 @@ func (x *exchange) routeByKey(r *http.Request, now time.Time) (among []int, home
 		// A name the view does not know is a replica a reload is adding
 		// or removing as the read arrives: skipped.
 		if i, ok := x.rt.pool.index[o.Replicas[k]]; ok {
-			home = home || len(ar.among) == 0 && homed
+			home = home || pos == 0 && homed
 			ar.among = append(ar.among, i)
 		}
 	}
