@@ -85,7 +85,7 @@ func (s *Set) RouteHome(owners []int, tied bool) Route {
 // holds is never spilled: splitting its primaries would warm it in two
 // caches (see Route). Spilled says whether the primary went elsewhere.
 func (s *Set) RouteCold(owners []int, tied bool) Route {
-	return Route{set: s, among: owners, home: len(owners) > 0, cold: true, tied: tied}
+	return Route{set: s, among: owners, home: len(owners) > 0, cold: len(owners) > 0, tied: tied}
 }
 
 // Spilling a cold key's primary (RouteCold): the bound at 1.25 × the
@@ -101,6 +101,9 @@ const (
 // busy reports whether replica i has as many attempts in flight as a
 // cold key's primary may wait behind (see RouteCold).
 func (s *Set) busy(i int) bool {
+	if i < 0 || i >= len(s.reps) {
+		return false
+	}
 	in := s.reps[i].inflight.Load()
 	if in < spillMinInFlight {
 		return false

@@ -322,6 +322,13 @@ func TestRouteColdSpillsPastABusyHome(t *testing.T) {
 	if p, spilled := primary(s.RouteCold(owners, false)); p != 1 || spilled {
 		t.Fatalf("every owner busy: primary %d, spilled %v; want 1, no", p, spilled)
 	}
+	// No owners, or an index out of range: plain, no panic.
+	if _, spilled := primary(s.RouteCold(nil, false)); spilled {
+		t.Fatal("no owners: spilled")
+	}
+	if p, spilled := primary(s.RouteCold([]int{9, 1}, false)); spilled || p < 0 {
+		t.Fatalf("an owner out of range: primary %d, spilled %v", p, spilled)
+	}
 	for _, tk := range append(append(home, second...), third...) {
 		s.Done(tk, Success, now)
 	}
