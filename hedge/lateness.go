@@ -44,12 +44,11 @@ const (
 	latenessMinSamples = 32
 	// jitterFactor and floorQuantile: the floor is jitterFactor times
 	// the lateness's floorQuantile. Its p99 was the floor until the
-	// stall grace: a few timers fired 3-11 ms late by stalls of the host
-	// held lab classes' point reads' delay at 6-22 ms for seconds (their
-	// p99 1.35-1.53x the reference's, three runs on a quiet VM); at the
-	// p90 with the grace, 1.12-1.30x (docs/performance.md, Latency
-	// classes). Without a floor, 0.97-1.25x, but the cache tier's p99.9
-	// at 3,000 reads/s went to 1.5x that of hedging off.
+	// stall grace: a few timers that fired late by a stall of the host
+	// held a class's delay high for the seconds they stayed in the
+	// window; the grace deals with those where they happen. Without a
+	// floor, a cache tier's reads were hedged on the process's own jitter.
+	// The measurements: docs/performance.md, Latency classes.
 	jitterFactor  = 2
 	floorQuantile = 0.90
 )
