@@ -98,21 +98,20 @@ const (
 	spillMinInFlight = 4
 )
 
-// busy reports whether replica i has as many attempts in flight as a
-// cold key's primary may wait behind (see RouteCold).
-func (s *Set) busy(i int) bool {
-	if i < 0 || i >= len(s.reps) {
-		return false
-	}
-	in := s.reps[i].inflight.Load()
-	if in < spillMinInFlight {
-		return false
-	}
+// spillBound returns how many attempts in flight make a replica busy
+// for a cold key's primary (see RouteCold): spillFactor × the mean per
+// replica, this attempt included, and at least spillMinInFlight.
+func (s *Set) spillBound() float64 {
 	var total int64
 	for _, r := range s.reps {
 		total += max(r.inflight.Load(), 0)
 	}
-	return float64(in) >= spillFactor*float64(total+1)/float64(len(s.reps))
+	return max(spillMinInFlight, spillFactor*float64(total+1)/float64(len(s.reps)))
+}
+
+// busy reports whether replica i has bound or more attempts in flight.
+func (s *Set) busy(i int, bound float64) bool {
+	return i >= 0 && i < len(s.reps) && float64(s.reps[i].inflight.Load()) >= bound
 }
 
 // Spilled reports whether the primary went to another owner than the
@@ -161,16 +160,9 @@ func (r *Route) Pick(i int, retry bool, used []int, now time.Time) (replica int,
 // when it admits one, and otherwise to the other owners first.
 func (r *Route) pick(now time.Time, a Attempt) (Ticket, bool) {
 	among := r.among
-	if r.cold && a.Role == Primary && r.set.busy(among[0]) {
-		for k := 1; k < len(among); k++ {
-			if i := among[k]; i >= 0 && i < len(r.set.reps) && !r.set.busy(i) {
-				a.Among = among[k : k+1]
-				if _, t, ok := r.set.Pick(now, a); ok {
-					r.spilled = true
-					return t, true
-				}
-				break
-			}
+	if r.cold && a.Role == Primary {
+		if t, ok := r.spill(now, a); ok {
+			return t, true
 		}
 	}
 	if r.home && a.Role == Primary {
@@ -192,6 +184,31 @@ func (r *Route) pick(now time.Time, a Attempt) (Ticket, bool) {
 	}
 	_, t, ok := r.set.Pick(now, a)
 	return t, ok
+}
+
+// spill picks a cold key's primary past a busy home: the first other
+// owner that is not busy, if the home is (see RouteCold). ok is false
+// when the primary should go home as usual. The home's own count is read
+// first, alone: below spillMinInFlight it is not busy, and the bound,
+// which reads every replica's count, is not needed.
+func (r *Route) spill(now time.Time, a Attempt) (Ticket, bool) {
+	home := r.among[0]
+	if !r.set.busy(home, spillMinInFlight) {
+		return Ticket{}, false
+	}
+	bound := r.set.spillBound()
+	if !r.set.busy(home, bound) {
+		return Ticket{}, false
+	}
+	for k := 1; k < len(r.among); k++ {
+		if i := r.among[k]; i >= 0 && i < len(r.set.reps) && !r.set.busy(i, bound) {
+			a.Among = r.among[k : k+1]
+			_, t, ok := r.set.Pick(now, a)
+			r.spilled = ok
+			return t, ok
+		}
+	}
+	return Ticket{}, false
 }
 
 // tie picks the twin of a primary on replica p, as a hedge's (never p,
