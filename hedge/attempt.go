@@ -3,6 +3,8 @@ package hedge
 import (
 	"context"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // Trigger says why an attempt was launched.
@@ -57,10 +59,9 @@ func AttemptFrom(ctx context.Context) (Attempt, bool) {
 }
 
 // attemptCtx is the context an attempt runs under: the operation's
-// context (a context.WithCancel of the caller's, so the caller's values,
-// deadline and cancellation reach every attempt, and contexts derived from
-// an attempt hang directly off a standard cancelCtx) plus the attempt's
-// identity. Done and Err are the embedded context's, which keeps them
+// context (an opctx.Ctx, or the context package's over a caller's context
+// it cannot be made over: either way the caller's values, deadline and
+// cancellation reach every attempt) plus the attempt's identity. Done and Err are the embedded context's, which keeps them
 // consistent by construction.
 type attemptCtx struct {
 	context.Context
@@ -78,12 +79,21 @@ func (x *attemptCtx) Value(key any) any {
 func (x *attemptCtx) String() string { return "hedge.attemptCtx" }
 
 // AfterFunc lets a context derived from the attempt's register with its
-// operation's own context (see opCtx) rather than start a goroutine to
+// operation's own context (an opctx.Ctx) rather than start a goroutine to
 // watch it. Over a context of the context package's, the package finds
 // that context (through Value) and never asks.
 func (x *attemptCtx) AfterFunc(f func()) (stop func() bool) {
-	if a, ok := x.Context.(interface{ AfterFunc(func()) func() bool }); ok {
-		return a.AfterFunc(f)
+	if c, ok := x.Context.(*opctx.Ctx); ok {
+		return c.AfterFunc(f)
 	}
 	return context.AfterFunc(x.Context, f)
+}
+
+// OpCtx returns the operation's own context, whose cancellation the
+// attempt's is, or nil when the operation's context is the context
+// package's: the backend client watches it without allocating
+// (opctx.Of).
+func (x *attemptCtx) OpCtx() *opctx.Ctx {
+	c, _ := x.Context.(*opctx.Ctx)
+	return c
 }

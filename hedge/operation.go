@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // operation is the state of one Do: the attempts it launched, each with its
@@ -28,7 +30,7 @@ type operation[T any] struct {
 	parent  context.Context
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
-	own     opCtx              // ctx, when parent is never cancelled and there is no Timeout
+	own     opctx.Ctx          // ctx, when the parent allows (opctx.Usable): no allocation but the Timeout's timer
 	start   time.Time
 	delay   time.Duration
 	expect  time.Duration
@@ -122,17 +124,25 @@ func (o *operation[T]) run() (T, error) {
 	o.s.gate.addOp(now)
 	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
+	// Under the lock: an own context that ends decides through
+	// ContextEnded, which waits for the primary to be launched.
+	o.mu.Lock()
 	switch t := o.s.p.Timeout; {
+	case opctx.Usable(o.parent):
+		// The gateway's requests (their server's context is an
+		// opctx.Ctx) and a client's without a context of its own.
+		var end time.Time
+		if t > 0 {
+			end = now.Add(t)
+		}
+		o.own.Init(o.parent, end, now, o)
+		o.ctx = &o.own
 	case t > 0:
 		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
-	case o.parent.Done() == nil:
-		o.own.init(o.parent)
-		o.ctx = &o.own
 	default:
 		o.ctx, o.cancel = context.WithCancel(o.parent)
 	}
 
-	o.mu.Lock()
 	primary := Attempt{Trigger: TriggerPrimary}
 	target, err := o.pick(primary, now)
 	if err != nil {
@@ -187,23 +197,31 @@ func (o *operation[T]) wait() {
 	o.wake = make(chan struct{}, 1)
 	o.mu.Unlock()
 	if o.cancel == nil {
-		// The operation's own context: only decide ends it, and decide
-		// wakes the caller.
+		// The operation's own context: decide wakes the caller, also when
+		// the context ended first (ContextEnded decides).
 		<-o.wake
 		return
 	}
 	select {
 	case <-o.wake:
 	case <-o.ctx.Done():
-		o.mu.Lock()
-		var fx effects[T]
-		if o.phase == running {
-			o.outcome = OutcomeCanceled
-			o.decide(time.Now(), &fx)
-		}
-		o.mu.Unlock()
-		o.after(&fx)
+		o.ContextEnded()
 	}
+}
+
+// ContextEnded decides a running operation Canceled: its context ended
+// (the caller left, its deadline or the policy's Timeout passed). The
+// operation's own context (opctx.Ctx) calls it, in the goroutine that
+// ended it.
+func (o *operation[T]) ContextEnded() {
+	o.mu.Lock()
+	var fx effects[T]
+	if o.phase == running {
+		o.outcome = OutcomeCanceled
+		o.decide(time.Now(), &fx)
+	}
+	o.mu.Unlock()
+	o.after(&fx)
 }
 
 // pick chooses the target of attempt a. Called with o.mu held.
@@ -586,7 +604,7 @@ func (o *operation[T]) after(fx *effects[T]) {
 		if o.cancel != nil {
 			o.cancel()
 		} else {
-			o.own.cancel()
+			o.own.Cancel()
 		}
 	}
 	for i := range fx.nfree {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // conn is one connection to a backend with its buffers. It serves one
@@ -19,16 +21,21 @@ import (
 // hostPool.get until its response body is closed (or read to its end and
 // closed), then back to the pool or closed.
 type conn struct {
-	nc     net.Conn
-	pool   *hostPool
-	cr     connReader
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	abort  func()          // closes nc; made once, for context.AfterFunc
-	ctx    context.Context // the exchange's, for abort; nil while idle
-	idleAt time.Time       // when it went idle (under pool.mu)
-	pooled bool            // waited idle in the pool before the current request: the server may have closed it meanwhile
-	used   bool            // carried a request: bytes found while idle follow an answer
+	nc    net.Conn
+	pool  *hostPool
+	cr    connReader
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	abort func()          // closes nc; made once, for the watch on ctx
+	ctx   context.Context // the exchange's, for abort; nil while idle
+	// The watch on ctx that runs abort: on its opctx.Ctx when it has one
+	// (no allocation), else through context.AfterFunc.
+	watch   opctx.Watch
+	watchOn *opctx.Ctx
+	stopFn  func() bool
+	idleAt  time.Time // when it went idle (under pool.mu)
+	pooled  bool      // waited idle in the pool before the current request: the server may have closed it meanwhile
+	used    bool      // carried a request: bytes found while idle follow an answer
 
 	// What look needs (see stray.go): nc's socket (nil: nc is none),
 	// the function the poller runs on it, and what that found.
@@ -109,7 +116,32 @@ func newConn(nc net.Conn, p *hostPool) *conn {
 			p.replace()
 		}
 	}
+	c.watch = opctx.NewWatch(c.abort)
 	return c
+}
+
+// watchCtx arranges for abort to run when ctx ends, until unwatch.
+func (c *conn) watchCtx(ctx context.Context) {
+	c.ctx = ctx // before the watch: abort reads it
+	if oc := opctx.Of(ctx); oc != nil {
+		c.watchOn = oc
+		oc.Watch(&c.watch)
+		return
+	}
+	c.stopFn = context.AfterFunc(ctx, c.abort)
+}
+
+// unwatch ends the watch on the exchange's context, and reports whether
+// it did so before abort was started (false: the connection is being
+// closed under the exchange). Called once per watchCtx.
+func (c *conn) unwatch() bool {
+	if oc := c.watchOn; oc != nil {
+		c.watchOn = nil
+		return oc.Unwatch(&c.watch)
+	}
+	stop := c.stopFn
+	c.stopFn = nil
+	return stop()
 }
 
 // close closes the connection and gives its buffers back. Only its
@@ -128,13 +160,12 @@ func (c *conn) close() {
 // response. Until the body is done, cancelling ctx closes the connection,
 // which ends any read or write at once. On an error c is closed.
 func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64) (*http.Response, error) {
-	c.ctx = ctx // before the AfterFunc: abort reads it
 	c.used = true
-	stop := context.AfterFunc(ctx, c.abort)
+	c.watchCtx(ctx)
 	writeRequest(c.bw, req)
 	c.cr.limit, c.cr.n = maxHeader, 0
 	if err := c.bw.Flush(); err != nil {
-		stop()
+		c.unwatch()
 		c.close()
 		return nil, c.failed(ctx, err)
 	}
@@ -143,7 +174,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		var err error
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {
-			stop()
+			c.unwatch()
 			c.close()
 			if c.cr.limit <= 0 {
 				return nil, &headerLimitError{maxHeader}
@@ -159,7 +190,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		if len(resp.TransferEncoding) > 0 || announcesBody(resp.Header) {
 			// A 1xx has no body (RFC 9110 §15.2), and one announced would
 			// be read as the next answer: net/http would forward it.
-			stop()
+			c.unwatch()
 			c.close()
 			return nil, fmt.Errorf("h1: malformed HTTP response: a %d answer with a body (Content-Length or Transfer-Encoding)", resp.StatusCode)
 		}
@@ -169,7 +200,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		// Never asked for (see Transport.handles): the rest of the stream
 		// is handed over as net/http does, for the caller to refuse
 		// (internal/upgrade); the connection is never reused.
-		resp.Body = &upgradeBody{c: c, stop: stop}
+		resp.Body = &upgradeBody{c: c}
 		return resp, nil
 	}
 	keep := !resp.Close && !req.Close
@@ -179,10 +210,10 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		keep = false
 	}
 	if resp.Body == http.NoBody {
-		c.release(stop, true, keep)
+		c.release(true, keep)
 		return resp, nil
 	}
-	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, keep: keep}
 	return resp, nil
 }
 
@@ -202,10 +233,11 @@ func (c *conn) failed(ctx context.Context, err error) error {
 // release ends c's exchange, complete when its answer was read to its
 // framed end: back to the pool when keep says the exchange left it in a
 // state to reuse and nothing unasked for is buffered; else closed. Bytes
-// buffered after a complete answer are unsolicited. stop unregisters the
-// cancellation; if it had already run, the connection is closed.
-func (c *conn) release(stop func() bool, complete, keep bool) {
-	stopped := stop()
+// buffered after a complete answer are unsolicited. The watch on the
+// exchange's context ends; if it had already fired, the connection is
+// closed.
+func (c *conn) release(complete, keep bool) {
+	stopped := c.unwatch()
 	if complete && c.br.Buffered() > 0 {
 		c.pool.unsolicited(false)
 		keep = false
@@ -227,7 +259,6 @@ type body struct {
 	rc   io.ReadCloser // ReadResponse's: framing (Content-Length, chunked, to close)
 	c    *conn         // nil once closed
 	ctx  context.Context
-	stop func() bool
 	keep bool
 	eof  bool
 }
@@ -255,15 +286,14 @@ func (b *body) Close() error {
 	c := b.c
 	b.c = nil
 	// Never rc.Close: for a response it reads the rest to the end.
-	c.release(b.stop, b.eof, b.keep && b.eof)
+	c.release(b.eof, b.keep && b.eof)
 	return nil
 }
 
 // upgradeBody is the stream after a 101: whatever the server sends on the
 // connection. Close closes the connection.
 type upgradeBody struct {
-	c    *conn
-	stop func() bool
+	c *conn
 }
 
 func (u *upgradeBody) Read(p []byte) (int, error) {
@@ -275,7 +305,7 @@ func (u *upgradeBody) Read(p []byte) (int, error) {
 
 func (u *upgradeBody) Close() error {
 	if u.c != nil {
-		u.stop()
+		u.c.unwatch()
 		u.c.close()
 		u.c = nil
 	}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // conn is one client connection: its buffers, its ResponseWriter and
@@ -45,9 +47,9 @@ type conn struct {
 
 	// The watch on the client while a handler runs (see watch.go).
 	watch    *time.Timer
-	cancel   context.CancelFunc // the current (or last) request's, for the watch and Close; guarded by mu
-	bg       bgState            // guarded by mu
-	stopping bool               // the request ended: a read error is ours; guarded by mu
+	reqCtx   *opctx.Ctx // the current (or last) request's, cancelled by the watch and Close; guarded by mu
+	bg       bgState    // guarded by mu
+	stopping bool       // the request ended: a read error is ours; guarded by mu
 }
 
 // connReader is what the bufio.Reader reads: the connection, bounded
@@ -493,19 +495,22 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 		hb = &handlerBody{b: &w.body}
 		req.Body = hb
 	}
-	ctx, cancel := context.WithCancel(c.base)
+	// One allocation, where the context package's WithCancel costs two,
+	// and a Done channel and a map of children once the engine derives
+	// its own context (see internal/opctx).
+	ctx := opctx.New(c.base)
 	req = req.WithContext(ctx)
 	w.req = req
 	watched := req.Body == http.NoBody
 	if watched {
-		c.startWatch(cancel, t0)
+		c.startWatch(ctx, t0)
 	} else {
 		c.mu.Lock()
-		c.cancel = cancel
+		c.reqCtx = ctx
 		c.mu.Unlock()
 	}
 	if c.s.aborted.Load() {
-		cancel() // Close ran between its cancellations and this one's
+		ctx.Cancel() // Close ran between its cancellations and this one's
 	}
 	panicked := c.runHandler(w, req)
 	if hb != nil {
@@ -514,7 +519,7 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	if watched {
 		c.stopWatch()
 	}
-	cancel()
+	ctx.Cancel()
 	if panicked {
 		// What was committed leaves, as net/http flushes it: earlier
 		// pipelined answers, or a part of this one.

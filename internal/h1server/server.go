@@ -192,8 +192,8 @@ func (s *Server) Close() error {
 	for c := range s.conns {
 		c.nc.Close()
 		c.mu.Lock()
-		if c.cancel != nil {
-			c.cancel()
+		if c.reqCtx != nil {
+			c.reqCtx.Cancel()
 		}
 		c.mu.Unlock()
 	}

@@ -1,8 +1,9 @@
 package h1server
 
 import (
-	"context"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // The watch on a client while its request runs. net/http reads each
@@ -21,10 +22,10 @@ const (
 	bgDone                   // the read returned
 )
 
-// startWatch arms the watch of a request whose context cancel ends.
-func (c *conn) startWatch(cancel context.CancelFunc, t0 time.Time) {
+// startWatch arms the watch of a request whose context is ctx.
+func (c *conn) startWatch(ctx *opctx.Ctx, t0 time.Time) {
 	c.mu.Lock()
-	c.cancel, c.bg, c.stopping = cancel, bgIdle, false
+	c.reqCtx, c.bg, c.stopping = ctx, bgIdle, false
 	c.mu.Unlock()
 	d := c.s.watchAfter()
 	if d == 0 {
@@ -66,7 +67,7 @@ func (c *conn) backgroundRead() {
 		c.cr.hasByte = true
 	}
 	if err != nil && !c.stopping {
-		c.cancel() // the client went away (or stalled past ReadTimeout)
+		c.reqCtx.Cancel() // the client went away (or stalled past ReadTimeout)
 	}
 	c.bg = bgDone
 	c.cond.Broadcast()

@@ -1,0 +1,250 @@
+// Package opctx is a cancellable context.Context for one request or one
+// hedged operation, lighter than the context package's chain.
+//
+// A proxied read used to build four layers of the context package's
+// contexts: the client server's WithCancel, the engine's WithTimeout, its
+// per-attempt registration and the backend client's AfterFunc. Each layer
+// allocates its context, its cancel function and, once a child registers,
+// its Done channel and a map of children; a timeout adds its timer. That
+// was a third of the gateway's allocations per read and 10% of its CPU
+// (docs/performance.md, "Gateway throughput"). A Ctx is one struct that
+// can be embedded (the engine's operation holds one), keeps its Done
+// channel until asked for it, and takes cancellation watches (Watch) that
+// the watcher embeds, so that registering and removing one allocates
+// nothing.
+//
+// A Ctx must only be made over a parent with no cancellation of the
+// context package's above it (Usable): context.Cause looks for the
+// nearest such context through Value, and over a Ctx it must find none, so
+// that it reports the Ctx's own error.
+package opctx
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Ctx is a context.Context cancelled by its owner (Cancel), by its parent,
+// or at its deadline. The zero Ctx is not usable: Init it.
+type Ctx struct {
+	parent   context.Context
+	deadline time.Time // the earlier of its own and its parent's; zero: none
+	ended    Ender     // told when the parent or the deadline ends it
+
+	canceled atomic.Bool
+	mu       sync.Mutex
+	err      error         // set before canceled; read after it
+	done     chan struct{} // made when first asked for
+	watches  *Watch        // registered, not yet run or removed: a list through next/prev
+	timer    *time.Timer   // the deadline's, if its own
+	up       Watch         // its registration on a parent Ctx
+	upStop   func() bool   // its registration on any other cancellable parent
+}
+
+// Ender is told, in the goroutine that ends it, that a Ctx was ended by
+// its parent or its deadline rather than by its owner's Cancel.
+type Ender interface{ ContextEnded() }
+
+// Usable reports whether a Ctx may be made over parent: it is a Ctx, or
+// nothing above it can be cancelled (context.Background and contexts of
+// values over it).
+func Usable(parent context.Context) bool {
+	if _, ok := parent.(*Ctx); ok {
+		return true
+	}
+	return parent.Done() == nil
+}
+
+// Init makes c a context over parent (which must be Usable) that ends at
+// deadline unless it is zero, and tells ended (may be nil) when the parent
+// or the deadline ends it. now is the current time, for the deadline's
+// timer.
+func (c *Ctx) Init(parent context.Context, deadline, now time.Time, ended Ender) {
+	*c = Ctx{parent: parent, ended: ended}
+	pd, hasParentDeadline := parent.Deadline()
+	own := !deadline.IsZero()
+	if hasParentDeadline && parent.Done() != nil && (!own || !deadline.Before(pd)) {
+		deadline, own = pd, false // the parent's end ends c in time
+	}
+	c.deadline = deadline
+	// The timer and the registration may fire before they are stored:
+	// they are stored under mu, which end takes.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if own {
+		// Fires at once (in its own goroutine) for a deadline passed.
+		c.timer = time.AfterFunc(deadline.Sub(now), c.expire)
+	}
+	switch p := parent.(type) {
+	case *Ctx:
+		c.up.child = c
+		p.Watch(&c.up)
+	default:
+		if parent.Done() != nil {
+			c.upStop = context.AfterFunc(parent, c.parentEnded)
+		}
+	}
+}
+
+// New returns a Ctx over parent, which must be Usable.
+func New(parent context.Context) *Ctx {
+	c := new(Ctx)
+	c.Init(parent, time.Time{}, time.Time{}, nil)
+	return c
+}
+
+func (c *Ctx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+func (c *Ctx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		if c.canceled.Load() {
+			return closedChan
+		}
+		c.done = make(chan struct{})
+	}
+	return c.done
+}
+
+// closedChan is the Done of a Ctx first asked for it after it ended.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (c *Ctx) Err() error {
+	if c.canceled.Load() {
+		return c.err
+	}
+	return nil
+}
+
+func (c *Ctx) Value(key any) any { return c.parent.Value(key) }
+
+func (c *Ctx) String() string { return "opctx.Ctx" }
+
+// Cancel ends c with context.Canceled, unless it already ended.
+func (c *Ctx) Cancel() { c.end(context.Canceled, false) }
+
+func (c *Ctx) expire() { c.end(context.DeadlineExceeded, true) }
+
+func (c *Ctx) parentEnded() { c.end(c.parent.Err(), true) }
+
+// end ends c with err, once: Done closes, Err says err, the watches run,
+// each in its own goroutine, and the registration on the parent and the
+// timer are let go. from says the parent or the deadline ended it: then
+// ended is told, last.
+func (c *Ctx) end(err error, from bool) {
+	c.mu.Lock()
+	if c.canceled.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	c.canceled.Store(true)
+	if c.done != nil {
+		close(c.done)
+	}
+	for w := c.watches; w != nil; {
+		next := w.next
+		w.on, w.next, w.prev = nil, nil, nil
+		w.run()
+		w = next
+	}
+	c.watches = nil
+	timer, upStop := c.timer, c.upStop
+	c.mu.Unlock()
+	if timer != nil {
+		timer.Stop()
+	}
+	if p, ok := c.parent.(*Ctx); ok {
+		p.Unwatch(&c.up)
+	} else if upStop != nil {
+		upStop()
+	}
+	if from && c.ended != nil {
+		c.ended.ContextEnded()
+	}
+}
+
+// Watch is a registration of a function to run when a Ctx ends. The
+// watcher holds it (embeds it, typically), so that registering allocates
+// nothing; one Watch is on at most one Ctx at a time.
+type Watch struct {
+	f          func()
+	child      *Ctx // instead of f: a Ctx over the one watched, which ends with it (no closure to allocate)
+	on         *Ctx // registered with; nil when not
+	next, prev *Watch
+}
+
+// NewWatch returns a Watch that runs f.
+func NewWatch(f func()) Watch { return Watch{f: f} }
+
+// Watch registers w: its function runs in its own goroutine once c ends,
+// at once if it already has.
+func (c *Ctx) Watch(w *Watch) {
+	c.mu.Lock()
+	if c.canceled.Load() {
+		c.mu.Unlock()
+		w.run()
+		return
+	}
+	w.on = c
+	w.prev, w.next = nil, c.watches
+	if c.watches != nil {
+		c.watches.prev = w
+	}
+	c.watches = w
+	c.mu.Unlock()
+}
+
+// run starts w's function in its own goroutine.
+func (w *Watch) run() {
+	if w.child != nil {
+		go w.child.parentEnded()
+		return
+	}
+	go w.f()
+}
+
+// Unwatch removes w, and reports whether it did so before its function
+// was started (false: it ran, or is about to, or w was not registered).
+func (c *Ctx) Unwatch(w *Watch) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.on != c {
+		return false
+	}
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		c.watches = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	}
+	w.on, w.next, w.prev = nil, nil, nil
+	return true
+}
+
+// AfterFunc is context.AfterFunc's for a Ctx: the context package calls
+// it to register the contexts derived from c (net/http's, say), instead
+// of starting a goroutine to watch c.
+func (c *Ctx) AfterFunc(f func()) (stop func() bool) {
+	w := &Watch{f: f}
+	c.Watch(w)
+	return func() bool { return c.Unwatch(w) }
+}
+
+// Of returns the Ctx whose cancellation ctx has, exactly: ctx itself, or
+// the Ctx of a context that wraps one and says so (an OpCtx method, as
+// the hedging engine's attempt contexts have); nil if none.
+func Of(ctx context.Context) *Ctx {
+	switch c := ctx.(type) {
+	case *Ctx:
+		return c
+	case interface{ OpCtx() *Ctx }:
+		return c.OpCtx()
+	}
+	return nil
+}

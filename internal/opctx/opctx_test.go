@@ -1,0 +1,270 @@
+package opctx
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// ender counts how often a Ctx said it was ended from outside.
+type ender struct{ n atomic.Int32 }
+
+func (e *ender) ContextEnded() { e.n.Add(1) }
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestCancel(t *testing.T) {
+	c := New(context.Background())
+	done := c.Done()
+	if c.Err() != nil || closed(done) {
+		t.Fatal("a new Ctx has ended")
+	}
+	c.Cancel()
+	c.Cancel() // once only
+	if !errors.Is(c.Err(), context.Canceled) || !closed(done) || !closed(c.Done()) {
+		t.Fatalf("after Cancel: Err %v, Done closed %v", c.Err(), closed(done))
+	}
+	if got := context.Cause(c); got != context.Canceled {
+		t.Errorf("Cause = %v, want context.Canceled", got)
+	}
+	if _, ok := c.Deadline(); ok {
+		t.Error("a Ctx without a deadline has one")
+	}
+}
+
+func TestValueComesFromTheParent(t *testing.T) {
+	type key struct{}
+	c := New(context.WithValue(context.Background(), key{}, "v"))
+	defer c.Cancel()
+	if c.Value(key{}) != "v" {
+		t.Error("the parent's value is lost")
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var e ender
+		var c Ctx
+		now := time.Now()
+		c.Init(context.Background(), now.Add(10*time.Millisecond), now, &e)
+		if dl, ok := c.Deadline(); !ok || !dl.Equal(now.Add(10*time.Millisecond)) {
+			t.Fatalf("Deadline = %v, %v", dl, ok)
+		}
+		time.Sleep(9 * time.Millisecond)
+		if c.Err() != nil {
+			t.Fatal("ended before its deadline")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.DeadlineExceeded) || context.Cause(&c) != context.DeadlineExceeded {
+			t.Fatalf("at the deadline: Err %v", c.Err())
+		}
+		if e.n.Load() != 1 {
+			t.Errorf("ender told %d times, want 1", e.n.Load())
+		}
+		c.Cancel() // after the deadline: changes nothing
+		if !errors.Is(c.Err(), context.DeadlineExceeded) || e.n.Load() != 1 {
+			t.Error("Cancel after the deadline changed the Ctx")
+		}
+	})
+}
+
+func TestOwnerCancelTellsNoEnderAndStopsTheTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var e ender
+		var c Ctx
+		now := time.Now()
+		c.Init(context.Background(), now.Add(time.Second), now, &e)
+		c.Cancel()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.Canceled) || e.n.Load() != 0 {
+			t.Errorf("Err %v, ender told %d times; want Canceled, 0", c.Err(), e.n.Load())
+		}
+	})
+}
+
+func TestParentEndsChild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent := New(context.Background())
+		var e ender
+		var c Ctx
+		c.Init(parent, time.Time{}, time.Now(), &e)
+		parent.Cancel()
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.Canceled) || e.n.Load() != 1 {
+			t.Fatalf("child: Err %v, ender told %d times", c.Err(), e.n.Load())
+		}
+		if parent.watches != nil {
+			t.Error("the parent still holds the child's registration")
+		}
+	})
+}
+
+func TestChildEndsAloneAndLetsGoOfItsParent(t *testing.T) {
+	parent := New(context.Background())
+	defer parent.Cancel()
+	var c Ctx
+	c.Init(parent, time.Time{}, time.Now(), nil)
+	c.Cancel()
+	if parent.Err() != nil {
+		t.Fatal("a child's end ended its parent")
+	}
+	if parent.watches != nil {
+		t.Error("an ended child is still registered on its parent")
+	}
+}
+
+func TestParentsEarlierDeadlineIsTheChilds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		var parent, c Ctx
+		parent.Init(context.Background(), now.Add(5*time.Millisecond), now, nil)
+		c.Init(&parent, now.Add(10*time.Millisecond), now, nil)
+		if dl, _ := c.Deadline(); !dl.Equal(now.Add(5 * time.Millisecond)) {
+			t.Fatalf("Deadline = %v, want the parent's", dl)
+		}
+		if c.timer != nil {
+			t.Error("a timer armed for a deadline the parent's comes before")
+		}
+		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Errorf("Err = %v, want the parent's DeadlineExceeded", c.Err())
+		}
+	})
+}
+
+func TestOverAStandardParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		var c Ctx
+		c.Init(parent, time.Time{}, time.Now(), nil)
+		cancel()
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Errorf("Err = %v, want the parent's Canceled", c.Err())
+		}
+	})
+}
+
+func TestWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(context.Background())
+		var ran atomic.Int32
+		a := NewWatch(func() { ran.Add(1) })
+		b := NewWatch(func() { ran.Add(10) })
+		c.Watch(&a)
+		c.Watch(&b)
+		if !c.Unwatch(&a) {
+			t.Fatal("Unwatch of a registered watch reported false")
+		}
+		if c.Unwatch(&a) {
+			t.Error("a second Unwatch reported true")
+		}
+		c.Cancel()
+		synctest.Wait()
+		if ran.Load() != 10 {
+			t.Fatalf("ran %d, want only b's 10", ran.Load())
+		}
+		if c.Unwatch(&b) {
+			t.Error("Unwatch after its function started reported true")
+		}
+		late := NewWatch(func() { ran.Add(100) })
+		c.Watch(&late) // on an ended Ctx: runs at once
+		synctest.Wait()
+		if ran.Load() != 110 {
+			t.Errorf("a watch registered after the end did not run (%d)", ran.Load())
+		}
+	})
+}
+
+func TestWatchAllocatesNothing(t *testing.T) {
+	c := New(context.Background())
+	defer c.Cancel()
+	w := NewWatch(func() {})
+	if n := testing.AllocsPerRun(100, func() {
+		c.Watch(&w)
+		c.Unwatch(&w)
+	}); n != 0 {
+		t.Errorf("Watch and Unwatch: %v allocations, want 0", n)
+	}
+}
+
+// Contexts of the context package made over a Ctx (net/http's, say)
+// register through its AfterFunc and end with it.
+func TestDerivedContexts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(context.Background())
+		child, cancel := context.WithCancel(c)
+		defer cancel()
+		var ran atomic.Bool
+		stop := context.AfterFunc(c, func() { ran.Store(true) })
+		other := context.AfterFunc(c, func() { t.Error("a stopped AfterFunc ran") })
+		if !other() {
+			t.Fatal("stop of a pending AfterFunc reported false")
+		}
+		c.Cancel()
+		synctest.Wait()
+		if !errors.Is(child.Err(), context.Canceled) || context.Cause(child) != context.Canceled {
+			t.Errorf("derived: Err %v, Cause %v", child.Err(), context.Cause(child))
+		}
+		if !ran.Load() || stop() {
+			t.Error("AfterFunc did not run, or its stop said it had not")
+		}
+	})
+}
+
+func TestUsable(t *testing.T) {
+	type key struct{}
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := New(context.Background())
+	defer c.Cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"Background", context.Background(), true},
+		{"a value over Background", context.WithValue(context.Background(), key{}, 1), true},
+		{"WithCancel", cancelled, false},
+		{"a value over a WithCancel", context.WithValue(cancelled, key{}, 1), false},
+		{"WithoutCancel", context.WithoutCancel(cancelled), true},
+		{"a Ctx", c, true},
+		{"a value over a Ctx", context.WithValue(c, key{}, 1), false},
+	} {
+		if got := Usable(tc.ctx); got != tc.want {
+			t.Errorf("Usable(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+type wrapper struct {
+	context.Context
+	c *Ctx
+}
+
+func (w wrapper) OpCtx() *Ctx { return w.c }
+
+func TestOf(t *testing.T) {
+	c := New(context.Background())
+	defer c.Cancel()
+	if Of(c) != c || Of(wrapper{c, c}) != c || Of(context.Background()) != nil {
+		t.Error("Of found the wrong Ctx")
+	}
+}
