@@ -25,6 +25,7 @@ type conn struct {
 	pool  *hostPool
 	cr    connReader
 	br    *bufio.Reader
+	sw    sockWriter // what bw writes to
 	bw    *bufio.Writer
 	abort func()          // closes nc; made once, for the watch on ctx
 	ctx   context.Context // the exchange's, for abort; nil while idle
@@ -102,12 +103,13 @@ const bufSize = 4 << 10
 
 func newConn(nc net.Conn, p *hostPool) *conn {
 	c := &conn{nc: nc, pool: p}
+	c.sw.nc = nc
 	c.initLook(nc)
 	c.cr.nc = nc
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
 	c.bw = writers.Get().(*bufio.Writer)
-	c.bw.Reset(nc)
+	c.bw.Reset(&c.sw)
 	c.abort = func() {
 		nc.Close()
 		// A cancellation, a hedge's loser's most often, leaves the backend
@@ -164,7 +166,10 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 	c.watchCtx(ctx)
 	writeRequest(c.bw, req)
 	c.cr.limit, c.cr.n = maxHeader, 0
-	if err := c.bw.Flush(); err != nil {
+	c.sw.await = true // the request ends with this flush (see sockWriter)
+	err := c.bw.Flush()
+	c.sw.await = false
+	if err != nil {
 		c.unwatch()
 		c.close()
 		return nil, c.failed(ctx, err)

@@ -20,6 +20,8 @@ func (c *conn) initLook(nc net.Conn) {
 	}
 	c.raw = raw
 	c.lookFn = c.lookFD
+	c.sw.raw = raw
+	c.sw.fn = c.sw.sendFD
 }
 
 // lookFD peeks at what fd has received, without waiting: one recv with
