@@ -135,8 +135,11 @@ func (o *operation[T]) run() (T, error) {
 		if t > 0 {
 			end = now.Add(t)
 		}
-		o.own.Init(o.parent, end, now, o)
+		o.own.Init(o.parent, end, o)
 		o.ctx = &o.own
+		if o.s.p.MaxAttempts <= 1 || o.delay >= t {
+			o.own.Arm(now) // else at the delay, if still running (armDeadline)
+		}
 	case t > 0:
 		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
 	default:
@@ -195,6 +198,7 @@ func (o *operation[T]) wait() {
 		return
 	}
 	o.wake = make(chan struct{}, 1)
+	o.armDeadline(time.Now())
 	o.mu.Unlock()
 	if o.cancel == nil {
 		// The operation's own context: decide wakes the caller, also when
@@ -206,6 +210,16 @@ func (o *operation[T]) wait() {
 	case <-o.wake:
 	case <-o.ctx.Done():
 		o.ContextEnded()
+	}
+}
+
+// armDeadline arms the Timeout of an operation on its own context: at its
+// hedge delay, at its first hedge and when its caller waits, whichever
+// comes first; an operation decided sooner never arms it (see opctx.Init).
+// Called with o.mu held.
+func (o *operation[T]) armDeadline(now time.Time) {
+	if o.cancel == nil {
+		o.own.Arm(now)
 	}
 }
 
@@ -261,6 +275,7 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
 	o.fn.prepare(&x.ctx, a)
 	if spawn {
+		o.armDeadline(now)
 		go o.attempt(x)
 	}
 }
@@ -286,7 +301,11 @@ func (o *operation[T]) onDelay() {
 	// A timer re-armed while its previous firing was on its way (or handed
 	// from a finished operation to this one) may fire early: only a firing
 	// at or after the time it was armed for counts.
-	if o.phase != running || now.Before(o.fireAt) {
+	if o.phase != running {
+		return
+	}
+	o.armDeadline(now)
+	if now.Before(o.fireAt) {
 		return
 	}
 	if !o.graced {

@@ -31,6 +31,7 @@ import (
 type Ctx struct {
 	parent   context.Context
 	deadline time.Time // the earlier of its own and its parent's; zero: none
+	own      bool      // the deadline is its own, not its parent's: its timer ends c
 	ended    Ender     // told when the parent or the deadline ends it
 
 	canceled atomic.Bool
@@ -38,7 +39,7 @@ type Ctx struct {
 	err      error         // set before canceled; read after it
 	done     chan struct{} // made when first asked for
 	watches  *Watch        // registered, not yet run or removed: a list through next/prev
-	timer    *time.Timer   // the deadline's, if its own
+	timer    *time.Timer   // the own deadline's, once armed
 	up       Watch         // its registration on a parent Ctx
 	upStop   func() bool   // its registration on any other cancellable parent
 }
@@ -58,25 +59,25 @@ func Usable(parent context.Context) bool {
 }
 
 // Init makes c a context over parent (which must be Usable) that ends at
-// deadline unless it is zero, and tells ended (may be nil) when the parent
-// or the deadline ends it. now is the current time, for the deadline's
-// timer.
-func (c *Ctx) Init(parent context.Context, deadline, now time.Time, ended Ender) {
+// deadline, unless it is zero, once Arm has armed its timer; and tells
+// ended (may be nil) when the parent or the deadline ends it.
+//
+// The timer waits for Arm because arming and stopping one costs as much
+// as the rest of a fast read's context: the hedging engine arms it only
+// for an operation still running at its hedge delay (or that has no
+// delay), and most end sooner.
+func (c *Ctx) Init(parent context.Context, deadline time.Time, ended Ender) {
 	*c = Ctx{parent: parent, ended: ended}
 	pd, hasParentDeadline := parent.Deadline()
-	own := !deadline.IsZero()
-	if hasParentDeadline && parent.Done() != nil && (!own || !deadline.Before(pd)) {
-		deadline, own = pd, false // the parent's end ends c in time
+	c.own = !deadline.IsZero()
+	if hasParentDeadline && parent.Done() != nil && (!c.own || !deadline.Before(pd)) {
+		deadline, c.own = pd, false // the parent's end ends c in time
 	}
 	c.deadline = deadline
-	// The timer and the registration may fire before they are stored:
-	// they are stored under mu, which end takes.
+	// The registration may fire before it is stored: it is stored under
+	// mu, which end takes.
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if own {
-		// Fires at once (in its own goroutine) for a deadline passed.
-		c.timer = time.AfterFunc(deadline.Sub(now), c.expire)
-	}
 	switch p := parent.(type) {
 	case *Ctx:
 		c.up.child = c
@@ -88,10 +89,21 @@ func (c *Ctx) Init(parent context.Context, deadline, now time.Time, ended Ender)
 	}
 }
 
+// Arm arms the timer of c's own deadline, if it has one that comes before
+// its parent's, unless it is armed or c has ended. now is the current
+// time. A deadline passed fires at once (in its own goroutine).
+func (c *Ctx) Arm(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.own && c.timer == nil && !c.canceled.Load() {
+		c.timer = time.AfterFunc(c.deadline.Sub(now), c.expire)
+	}
+}
+
 // New returns a Ctx over parent, which must be Usable.
 func New(parent context.Context) *Ctx {
 	c := new(Ctx)
-	c.Init(parent, time.Time{}, time.Time{}, nil)
+	c.Init(parent, time.Time{}, nil)
 	return c
 }
 

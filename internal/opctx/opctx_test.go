@@ -60,7 +60,8 @@ func TestDeadline(t *testing.T) {
 		var e ender
 		var c Ctx
 		now := time.Now()
-		c.Init(context.Background(), now.Add(10*time.Millisecond), now, &e)
+		c.Init(context.Background(), now.Add(10*time.Millisecond), &e)
+		c.Arm(now)
 		if dl, ok := c.Deadline(); !ok || !dl.Equal(now.Add(10*time.Millisecond)) {
 			t.Fatalf("Deadline = %v, %v", dl, ok)
 		}
@@ -88,7 +89,8 @@ func TestOwnerCancelTellsNoEnderAndStopsTheTimer(t *testing.T) {
 		var e ender
 		var c Ctx
 		now := time.Now()
-		c.Init(context.Background(), now.Add(time.Second), now, &e)
+		c.Init(context.Background(), now.Add(time.Second), &e)
+		c.Arm(now)
 		c.Cancel()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
@@ -103,7 +105,7 @@ func TestParentEndsChild(t *testing.T) {
 		parent := New(context.Background())
 		var e ender
 		var c Ctx
-		c.Init(parent, time.Time{}, time.Now(), &e)
+		c.Init(parent, time.Time{}, &e)
 		parent.Cancel()
 		synctest.Wait()
 		if !errors.Is(c.Err(), context.Canceled) || e.n.Load() != 1 {
@@ -119,7 +121,7 @@ func TestChildEndsAloneAndLetsGoOfItsParent(t *testing.T) {
 	parent := New(context.Background())
 	defer parent.Cancel()
 	var c Ctx
-	c.Init(parent, time.Time{}, time.Now(), nil)
+	c.Init(parent, time.Time{}, nil)
 	c.Cancel()
 	if parent.Err() != nil {
 		t.Fatal("a child's end ended its parent")
@@ -133,8 +135,10 @@ func TestParentsEarlierDeadlineIsTheChilds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		now := time.Now()
 		var parent, c Ctx
-		parent.Init(context.Background(), now.Add(5*time.Millisecond), now, nil)
-		c.Init(&parent, now.Add(10*time.Millisecond), now, nil)
+		parent.Init(context.Background(), now.Add(5*time.Millisecond), nil)
+		parent.Arm(now)
+		c.Init(&parent, now.Add(10*time.Millisecond), nil)
+		c.Arm(now)
 		if dl, _ := c.Deadline(); !dl.Equal(now.Add(5 * time.Millisecond)) {
 			t.Fatalf("Deadline = %v, want the parent's", dl)
 		}
@@ -153,7 +157,7 @@ func TestOverAStandardParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.Background())
 		var c Ctx
-		c.Init(parent, time.Time{}, time.Now(), nil)
+		c.Init(parent, time.Time{}, nil)
 		cancel()
 		synctest.Wait()
 		if !errors.Is(c.Err(), context.Canceled) {
@@ -267,4 +271,41 @@ func TestOf(t *testing.T) {
 	if Of(c) != c || Of(wrapper{c, c}) != c || Of(context.Background()) != nil {
 		t.Error("Of found the wrong Ctx")
 	}
+}
+
+// The own deadline's timer waits for Arm: a Ctx never armed does not end
+// at its deadline (its owner arms it in time, or ends it sooner); Arm
+// twice arms one timer, and Arm after the end none.
+func TestDeadlineWaitsForArm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		var c Ctx
+		c.Init(context.Background(), now.Add(time.Millisecond), nil)
+		if dl, ok := c.Deadline(); !ok || !dl.Equal(now.Add(time.Millisecond)) {
+			t.Fatalf("Deadline before Arm = %v, %v", dl, ok)
+		}
+		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
+		if c.Err() != nil {
+			t.Fatal("ended at a deadline never armed")
+		}
+		c.Arm(time.Now()) // passed: fires at once
+		first := c.timer
+		c.Arm(time.Now())
+		if c.timer != first {
+			t.Error("a second Arm made another timer")
+		}
+		synctest.Wait()
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Fatalf("after Arm past the deadline: Err %v", c.Err())
+		}
+
+		var d Ctx
+		d.Init(context.Background(), time.Now().Add(time.Second), nil)
+		d.Cancel()
+		d.Arm(time.Now())
+		if d.timer != nil {
+			t.Error("Arm after the end armed a timer")
+		}
+	})
 }
