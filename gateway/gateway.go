@@ -17,6 +17,7 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/discovery"
 	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/internal/jsonerr"
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -330,7 +331,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 			budget = d
 			// The client's clock started when its request arrived: the
 			// time spent here before the engine runs counts against it.
-			ctx, cancel := context.WithDeadline(client, start.Add(d))
+			ctx, cancel := withDeadline(client, start.Add(d))
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
@@ -383,6 +384,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	}
 	s.x = x
 	return s
+}
+
+// withDeadline is context.WithDeadline, but over h1server's request
+// context (an opctx.Ctx) it makes one too, so that the engine's operation
+// context can be one as well (see internal/opctx).
+func withDeadline(ctx context.Context, deadline time.Time) (context.Context, func()) {
+	if !opctx.Usable(ctx) {
+		return context.WithDeadline(ctx, deadline)
+	}
+	c := new(opctx.Ctx)
+	c.Init(ctx, deadline)
+	c.Arm(time.Now())
+	return c, c.Cancel
 }
 
 // hedger returns the Hedger of r's class on the route.

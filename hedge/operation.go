@@ -124,8 +124,6 @@ func (o *operation[T]) run() (T, error) {
 	o.s.gate.addOp(now)
 	o.delay, o.expect, o.warm = h.delays.current(now)
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
-	// Under the lock: an own context that ends decides through
-	// ContextEnded, which waits for the primary to be launched.
 	o.mu.Lock()
 	switch t := o.s.p.Timeout; {
 	case opctx.Usable(o.parent):
@@ -135,7 +133,7 @@ func (o *operation[T]) run() (T, error) {
 		if t > 0 {
 			end = now.Add(t)
 		}
-		o.own.Init(o.parent, end, o)
+		o.own.Init(o.parent, end)
 		o.ctx = &o.own
 		if o.s.p.MaxAttempts <= 1 || o.delay >= t {
 			o.own.Arm(now) // else at the delay, if still running (armDeadline)
@@ -200,16 +198,17 @@ func (o *operation[T]) wait() {
 	o.wake = make(chan struct{}, 1)
 	o.armDeadline(time.Now())
 	o.mu.Unlock()
-	if o.cancel == nil {
-		// The operation's own context: decide wakes the caller, also when
-		// the context ended first (ContextEnded decides).
-		<-o.wake
-		return
-	}
 	select {
 	case <-o.wake:
 	case <-o.ctx.Done():
-		o.ContextEnded()
+		o.mu.Lock()
+		var fx effects[T]
+		if o.phase == running {
+			o.outcome = OutcomeCanceled
+			o.decide(time.Now(), &fx)
+		}
+		o.mu.Unlock()
+		o.after(&fx)
 	}
 }
 
@@ -221,21 +220,6 @@ func (o *operation[T]) armDeadline(now time.Time) {
 	if o.cancel == nil {
 		o.own.Arm(now)
 	}
-}
-
-// ContextEnded decides a running operation Canceled: its context ended
-// (the caller left, its deadline or the policy's Timeout passed). The
-// operation's own context (opctx.Ctx) calls it, in the goroutine that
-// ended it.
-func (o *operation[T]) ContextEnded() {
-	o.mu.Lock()
-	var fx effects[T]
-	if o.phase == running {
-		o.outcome = OutcomeCanceled
-		o.decide(time.Now(), &fx)
-	}
-	o.mu.Unlock()
-	o.after(&fx)
 }
 
 // pick chooses the target of attempt a. Called with o.mu held.

@@ -32,7 +32,6 @@ type Ctx struct {
 	parent   context.Context
 	deadline time.Time // the earlier of its own and its parent's; zero: none
 	own      bool      // the deadline is its own, not its parent's: its timer ends c
-	ended    Ender     // told when the parent or the deadline ends it
 
 	canceled atomic.Bool
 	mu       sync.Mutex
@@ -43,10 +42,6 @@ type Ctx struct {
 	up       Watch         // its registration on a parent Ctx
 	upStop   func() bool   // its registration on any other cancellable parent
 }
-
-// Ender is told, in the goroutine that ends it, that a Ctx was ended by
-// its parent or its deadline rather than by its owner's Cancel.
-type Ender interface{ ContextEnded() }
 
 // Usable reports whether a Ctx may be made over parent: it is a Ctx, or
 // nothing above it can be cancelled (context.Background and contexts of
@@ -59,15 +54,14 @@ func Usable(parent context.Context) bool {
 }
 
 // Init makes c a context over parent (which must be Usable) that ends at
-// deadline, unless it is zero, once Arm has armed its timer; and tells
-// ended (may be nil) when the parent or the deadline ends it.
+// deadline, unless it is zero, once Arm has armed its timer.
 //
 // The timer waits for Arm because arming and stopping one costs as much
 // as the rest of a fast read's context: the hedging engine arms it only
 // for an operation still running at its hedge delay (or that has no
 // delay), and most end sooner.
-func (c *Ctx) Init(parent context.Context, deadline time.Time, ended Ender) {
-	*c = Ctx{parent: parent, ended: ended}
+func (c *Ctx) Init(parent context.Context, deadline time.Time) {
+	*c = Ctx{parent: parent}
 	pd, hasParentDeadline := parent.Deadline()
 	c.own = !deadline.IsZero()
 	if hasParentDeadline && parent.Done() != nil && (!c.own || !deadline.Before(pd)) {
@@ -103,7 +97,7 @@ func (c *Ctx) Arm(now time.Time) {
 // New returns a Ctx over parent, which must be Usable.
 func New(parent context.Context) *Ctx {
 	c := new(Ctx)
-	c.Init(parent, time.Time{}, nil)
+	c.Init(parent, time.Time{})
 	return c
 }
 
@@ -136,17 +130,16 @@ func (c *Ctx) Value(key any) any { return c.parent.Value(key) }
 func (c *Ctx) String() string { return "opctx.Ctx" }
 
 // Cancel ends c with context.Canceled, unless it already ended.
-func (c *Ctx) Cancel() { c.end(context.Canceled, false) }
+func (c *Ctx) Cancel() { c.end(context.Canceled) }
 
-func (c *Ctx) expire() { c.end(context.DeadlineExceeded, true) }
+func (c *Ctx) expire() { c.end(context.DeadlineExceeded) }
 
-func (c *Ctx) parentEnded() { c.end(c.parent.Err(), true) }
+func (c *Ctx) parentEnded() { c.end(c.parent.Err()) }
 
 // end ends c with err, once: Done closes, Err says err, the watches run,
 // each in its own goroutine, and the registration on the parent and the
-// timer are let go. from says the parent or the deadline ended it: then
-// ended is told, last.
-func (c *Ctx) end(err error, from bool) {
+// timer are let go.
+func (c *Ctx) end(err error) {
 	c.mu.Lock()
 	if c.canceled.Load() {
 		c.mu.Unlock()
@@ -173,9 +166,6 @@ func (c *Ctx) end(err error, from bool) {
 		p.Unwatch(&c.up)
 	} else if upStop != nil {
 		upStop()
-	}
-	if from && c.ended != nil {
-		c.ended.ContextEnded()
 	}
 }
 
