@@ -145,9 +145,13 @@ func (c *conn) serve() {
 			c.s.setState(c.nc, http.StateActive)
 		}
 		t0 := time.Now()
-		if !first {
+		if !first && !c.headerBuffered() {
 			// Set even without a limit: the last request's handler, or
-			// the end of its watch, may have left one.
+			// the end of its watch, may have left one. Not needed when
+			// the whole header block is here already (nearly always: it
+			// came in one piece), since reading it then reads nothing
+			// from the connection; moving a deadline costs a timer's
+			// change, each request.
 			var end time.Time
 			if d := c.s.readHeaderTimeout(); d > 0 {
 				end = t0.Add(d)
@@ -320,6 +324,19 @@ type preScanned struct {
 	host    bool // it has a Host field
 	badHost bool // one whose value a host and port cannot be
 }
+
+// headerBuffered reports whether the buffer holds a whole header block
+// (up to its empty line: a line end, then an empty line, its "\r"
+// optional as http.ReadRequest takes it).
+func (c *conn) headerBuffered() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	return bytes.Contains(b, blockEnd) || bytes.Contains(b, blockEndLF)
+}
+
+var (
+	blockEnd   = []byte("\n\r\n")
+	blockEndLF = []byte("\n\n")
+)
 
 // preScan looks in the bytes buffered at the request about to be read
 // for what http.ReadRequest hides, when it matters: an HTTP/1.0

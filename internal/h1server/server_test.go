@@ -185,6 +185,25 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
+// A keep-alive connection's next request whose header is begun and never
+// ended is bound by the header's limit from its first byte, not by the
+// idle one (h1server moves the deadline only for a header block that is
+// not whole in its buffer: see headerBuffered).
+func TestNextHeaderBoundByHeaderTimeout(t *testing.T) {
+	const d = 100 * time.Millisecond
+	addr := serve(t, &Server{ReadHeaderTimeout: d, IdleTimeout: 20 * time.Second}, hello)
+	conn, br := dial(t, addr)
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResponse(t, br, "GET")
+	start := time.Now()
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: h\r\n")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.ReadAll(br)
+	if took := time.Since(start); err != nil || took < d || took > d+time.Second {
+		t.Errorf("closed after %v (%v), want about %v", took, err, d)
+	}
+}
+
 func TestWriteDeadlineMovable(t *testing.T) {
 	addr := serve(t, &Server{WriteTimeout: 50 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second)); err != nil {
