@@ -94,7 +94,7 @@ func (x *exchange) attempted() string {
 	var b strings.Builder
 	backends := x.rt.pool.backends
 	for i := 0; i <= int(x.hedges); i++ {
-		r := x.route.Replica(i)
+		r := x.Route.Replica(i)
 		if r < 0 || r >= len(backends) {
 			continue
 		}

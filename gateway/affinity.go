@@ -325,9 +325,9 @@ func (x *exchange) recordKey(now time.Time) {
 		return
 	}
 	x.g.affinity.fallbacks.Add(float64(x.aff.fallbacks))
-	if x.route.Spilled() {
+	if x.Route.Spilled() {
 		x.g.affinity.spills.Inc()
-		spilledTo := x.rt.pool.backends[x.route.Replica(0)]
+		spilledTo := x.rt.pool.backends[x.Route.Replica(0)]
 		for k, name := range x.aff.owners {
 			if name == spilledTo {
 				x.rt.affinity.SpilledAt(x.aff.key, k, now)

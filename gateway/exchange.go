@@ -7,11 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/h1"
-	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -24,15 +22,15 @@ import (
 // HTTP (BenchmarkLoopback: 110.4 against 111.6µs, medians of 6, within
 // the run-to-run noise).
 type exchange struct {
-	g       *Gateway
-	v       *view  // the configuration the read arrived under, to its end
-	rt      *route // the route that took it
-	req     http.Request
-	url     url.URL
-	route   replica.Route // picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
-	started bool          // the primary was picked (set on the handler's goroutine)
-	hedges  uint8         // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
-	tally   attemptTally  // each attempt's outcome, for tailgate_replica_attempts_total
+	g                   *Gateway
+	v                   *view  // the configuration the read arrived under, to its end
+	rt                  *route // the route that took it
+	req                 http.Request
+	url                 url.URL
+	hedge.RouteSteering              // its Route picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
+	started             bool         // the primary was picked (set on the handler's goroutine)
+	hedges              uint8        // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
+	tally               attemptTally // each attempt's outcome, for tailgate_replica_attempts_total
 
 	// Tied mode only (see tied.go).
 	tieID string
@@ -116,25 +114,25 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, error) {
 	if a.Index > 0 && !x.g.attempts.tryAcquire() {
 		return -1, hedge.ErrNoCapacity
 	}
-	i, ok := x.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
+	i, err := x.RouteSteering.Pick(a, used)
 	if x.aff != nil {
-		x.aff.fallbacks = x.route.Fallbacks()
+		x.aff.fallbacks = x.Route.Fallbacks()
 	}
-	if !ok {
+	if err != nil {
 		if a.Index > 0 {
 			x.g.attempts.release()
 		}
-		return -1, hedge.ErrNoTarget
+		return -1, err
 	}
 	switch {
 	case a.Index == 0:
 		x.started = true
-		if x.route.Tied(0) {
+		if x.Route.Tied(0) {
 			x.tieID = tied.NewTie()
 			x.g.metrics.tiedCopy(0)
 		}
 	default:
-		if x.route.Tied(a.Index) {
+		if x.Route.Tied(a.Index) {
 			x.g.metrics.tiedCopy(a.Index)
 		}
 		x.hedges++
@@ -146,7 +144,7 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, error) {
 // carries its tie (see stampTie). A traced read's attempt starts its span
 // here, and carries its trace context.
 func (x *exchange) Rewrite(a hedge.Attempt, out *http.Request) {
-	tiedCopy := x.route.Tied(a.Index)
+	tiedCopy := x.Route.Tied(a.Index)
 	if x.rt.tied {
 		x.stampTie(a, out)
 	}
@@ -181,8 +179,7 @@ func (x *exchange) Done(a hedge.Attempt, r hedge.Result) {
 	if x.rt.tied {
 		x.tiedDone(a, resp)
 	}
-	o, elapsed := r.ReplicaOutcome()
-	x.route.Done(a.Index, o, elapsed)
+	x.RouteSteering.Done(a, r)
 	x.g.attempts.release()
 	if x.trace != nil {
 		x.trace.attemptDone(a, resp, verdict)

@@ -353,9 +353,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, start time.Time,
 	if rt.keyed() {
 		among, home, cold = x.routeByKey(r, start)
 	}
-	x.route = rt.pool.keyedRoute(among, home, cold, rt.tied && rt.tieable(h, start, r.Context()))
+	x.Route = rt.pool.keyedRoute(among, home, cold, rt.tied && rt.tieable(h, start, r.Context()))
 	resp, err := rt.transport.RoundTripWith(&x.req, h, x)
-	x.route.Finish() // a tied read's twin, held for a second copy never sent
+	x.Route.Finish() // a tied read's twin, held for a second copy never sent
 	x.decide(resp, err, client.Err() != nil)
 	if rt.keyed() {
 		x.recordKey(start)

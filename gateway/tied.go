@@ -79,10 +79,10 @@ func (rt *route) tieable(h *hedge.Hedger, now time.Time, ctx context.Context) bo
 func (x *exchange) stampTie(a hedge.Attempt, out *http.Request) {
 	h := out.Header
 	switch {
-	case x.route.Tied(a.Index):
-		peer := x.route.Replica(0) // the second copy names the primary's backend
+	case x.Route.Tied(a.Index):
+		peer := x.Route.Replica(0) // the second copy names the primary's backend
 		if a.Index == 0 {
-			peer, _ = x.route.Twin()
+			peer, _ = x.Route.Twin()
 		}
 		h[tied.TieHeader] = []string{x.tieID}
 		h[tied.PeerHeader] = []string{x.rt.pool.origins[peer]}
@@ -110,13 +110,13 @@ func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response) {
 func (g *Gateway) settleTie(x *exchange, resp *http.Response, err error) {
 	o := tiedRetry
 	switch {
-	case !x.route.Tied(0):
+	case !x.Route.Tied(0):
 		o = tiedUntied
 	case err != nil:
 		o = tiedFailed
 	case resp == x.first.Load():
 		o = tiedFirst
-	case x.route.Tied(1):
+	case x.Route.Tied(1):
 		o = tiedSecond
 	}
 	g.metrics.tiedRequest(o)

@@ -152,7 +152,7 @@ func (k *call) run(ctx context.Context, h *hedge.Hedger) error {
 	}
 	v, err := hedge.Do(ctx, h, op)
 	if k.rep != nil {
-		k.rep.route.Finish() // a tied call's twin, held for a second copy never sent
+		k.rep.Route.Finish() // a tied call's twin, held for a second copy never sent
 	}
 	return k.finish(ctx, v, err)
 }

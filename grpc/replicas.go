@@ -209,7 +209,7 @@ func (r *Replicas) Invoke(ctx context.Context, method string, args, reply any, o
 	if !ok {
 		return r.once(ctx, method, args, reply, opts)
 	}
-	k.rep = &replicaCall{r: r, tied: r.tied, route: r.set.Route(nil, r.tied)}
+	k.rep = &replicaCall{r: r, tied: r.tied, RouteSteering: hedge.RouteSteering{Route: r.set.Route(nil, r.tied)}}
 	err := k.run(ctx, h)
 	if err == nil && r.set.OnProbation() > 0 {
 		r.shadow(method, k.req, k.reply)
@@ -306,30 +306,30 @@ func (r *Replicas) shadow(method string, req, reply proto.Message) {
 // used yet, an attempt after a failure the same but falling back on one on
 // probation; a tied call's twin picked with its primary.
 type replicaCall struct {
-	r     *Replicas
-	tied  bool
-	route replica.Route
-	tie   string // a tied call's, made with its primary
+	r    *Replicas
+	tied bool
+	hedge.RouteSteering
+	tie string // a tied call's, made with its primary
 }
 
 // pick chooses attempt a's replica, under the engine's lock.
 func (p *replicaCall) pick(a hedge.Attempt, used []int) (int, bool) {
-	i, ok := p.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
-	if ok && a.Index == 0 && p.route.Tied(0) {
+	i, err := p.RouteSteering.Pick(a, used)
+	if err == nil && a.Index == 0 && p.Route.Tied(0) {
 		p.tie = tied.NewTie()
 	}
-	return i, ok
+	return i, err == nil
 }
 
 // tieMetadata writes attempt a's tie metadata into kv (room for 4) if it
 // is a tied copy, and returns how many strings it wrote.
 func (p *replicaCall) tieMetadata(a hedge.Attempt, kv []string) int {
-	if !p.route.Tied(a.Index) {
+	if !p.Route.Tied(a.Index) {
 		return 0
 	}
-	twin := p.route.Replica(0) // the second copy names the primary's server
+	twin := p.Route.Replica(0) // the second copy names the primary's server
 	if a.Index == 0 {
-		twin, _ = p.route.Twin()
+		twin, _ = p.Route.Twin()
 	}
 	kv[0], kv[1], kv[2], kv[3] = TieKey, p.tie, TiePeerKey, p.r.names[twin]
 	return 4
@@ -346,6 +346,6 @@ func (p *replicaCall) send(ctx context.Context, a hedge.Attempt, method string, 
 	if p.tied && err != nil && Dropped(err) {
 		o, elapsed = replica.Canceled, 0
 	}
-	p.route.Done(a.Index, o, elapsed)
+	p.Route.Done(a.Index, o, elapsed)
 	return err
 }

@@ -21,9 +21,9 @@ var (
 // Steering chooses where each attempt of one operation goes and hears how
 // each ended, as grpc-go's balancer Picker does for a call. One Steering
 // serves one operation, so it may keep the operation's state (the tickets
-// its picks took, say). replica.Route is the implementation over a replica
-// set; a Transport with Targets steers every request through one unless
-// given another (RoundTripWith).
+// its picks took, say). RouteSteering is the implementation over a
+// replica set; a Transport with Targets steers every request through one
+// unless given another (RoundTripWith).
 type Steering interface {
 	// Pick chooses the target of attempt a, an index into the operation's
 	// targets; used holds the targets of the earlier attempts. For a hedge

@@ -152,9 +152,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// A request the engine passes through goes once: untied.
-	p := &pair{route: t.set.Route(nil, t.ht.Hedges(req)), origins: t.origins}
+	p := &pair{RouteSteering: hedge.RouteSteering{Route: t.set.Route(nil, t.ht.Hedges(req))}, origins: t.origins}
 	resp, err := t.ht.RoundTripWith(req, nil, p)
-	p.route.Finish()
+	p.Route.Finish()
 	if err == nil || resp == nil {
 		return resp, err
 	}
@@ -189,8 +189,8 @@ func (t *Transport) Replicas() *replica.Set { return t.set }
 // twin with the primary. It steers the engine (hedge.Steering) and stamps
 // each copy with its tie headers.
 type pair struct {
-	id      string // made as the first copy's target is picked
-	route   replica.Route
+	id string // made as the first copy's target is picked
+	hedge.RouteSteering
 	origins []string
 }
 
@@ -199,24 +199,14 @@ func (p *pair) Pick(a hedge.Attempt, used []int) (int, error) {
 	if a.Index == 0 {
 		p.id = NewTie()
 	}
-	i, ok := p.route.Pick(a.Index, a.Trigger == hedge.TriggerFailure, used, time.Now())
-	if !ok {
-		return -1, hedge.ErrNoTarget
-	}
-	return i, nil
-}
-
-// Done implements hedge.Steering.
-func (p *pair) Done(a hedge.Attempt, r hedge.Result) {
-	o, elapsed := r.ReplicaOutcome()
-	p.route.Done(a.Index, o, elapsed)
+	return p.RouteSteering.Pick(a, used)
 }
 
 // Rewrite stamps a tied copy with the tie and its twin's server; any other
 // request goes without tie headers, even if the caller's had some (a
 // request that is not tied must not cancel anything).
 func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
-	tied := p.route.Tied(a.Index)
+	tied := p.Route.Tied(a.Index)
 	if !tied && len(out.Header[TieHeader]) == 0 && len(out.Header[PeerHeader]) == 0 {
 		return
 	}
@@ -232,9 +222,9 @@ func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
 		delete(out.Header, PeerHeader)
 		return
 	}
-	peer := p.route.Replica(0) // the second copy names the primary's server
+	peer := p.Route.Replica(0) // the second copy names the primary's server
 	if a.Index == 0 {
-		peer, _ = p.route.Twin()
+		peer, _ = p.Route.Twin()
 	}
 	out.Header[TieHeader] = []string{p.id}
 	out.Header[PeerHeader] = []string{p.origins[peer]}
