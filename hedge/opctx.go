@@ -22,11 +22,12 @@ type opCtx struct {
 	canceled atomic.Bool
 	mu       sync.Mutex
 	done     chan struct{} // made when first asked for
-	fns      []*afterFunc  // registered by AfterFunc, not yet run or stopped
+	fns      *afterFunc    // registered by AfterFunc, not yet run or stopped: a list, a word in the operation
 }
 
 type afterFunc struct {
 	f    func()
+	next *afterFunc
 	over bool // run or stopped; guarded by the opCtx's mu
 }
 
@@ -73,8 +74,8 @@ func (c *opCtx) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	a := &afterFunc{f: f}
-	c.fns = append(c.fns, a)
+	a := &afterFunc{f: f, next: c.fns}
+	c.fns = a
 	c.mu.Unlock()
 	return func() bool {
 		c.mu.Lock()
@@ -83,9 +84,9 @@ func (c *opCtx) AfterFunc(f func()) (stop func() bool) {
 			return false
 		}
 		a.over = true
-		for i, x := range c.fns {
-			if x == a {
-				c.fns = append(c.fns[:i], c.fns[i+1:]...)
+		for p := &c.fns; *p != nil; p = &(*p).next {
+			if *p == a {
+				*p = a.next
 				break
 			}
 		}
@@ -107,11 +108,11 @@ func (c *opCtx) cancel() {
 	}
 	fns := c.fns
 	c.fns = nil
-	for _, a := range fns {
-		a.over = true
+	for a := fns; a != nil; a = a.next {
+		a.over = true // a stop from now on leaves the list alone
 	}
 	c.mu.Unlock()
-	for _, a := range fns {
+	for a := fns; a != nil; a = a.next {
 		go a.f()
 	}
 }

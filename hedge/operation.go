@@ -24,7 +24,6 @@ type operation[T any] struct {
 	fn      calls[T]
 	steer   Steering // nil: attempt i goes to target (first+i) mod targets
 	names   []string // the targets' names, for the receipt
-	first   int
 	parent  context.Context
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
@@ -32,33 +31,57 @@ type operation[T any] struct {
 	start   time.Time
 	delay   time.Duration
 	expect  time.Duration
-	warm    bool // the delay was an adaptive delay's warm-up guess
 	timer   *delayTimer
 	timerAt delayTarget
 
+	// The counts and indexes are small (at most MaxAttemptsCap) and the
+	// times offsets from start: every byte here is allocated and cleared
+	// for each request, hedged or not (BenchmarkInMemory: see
+	// docs/performance.md).
 	mu         sync.Mutex
 	phase      phase
 	outcome    Outcome
-	launched   int
-	pending    int // attempts launched and not yet reported
-	winner     int // the winning attempt, or -1
-	kept       int // the attempt whose refused result Do returns if nothing wins, or -1
+	launched   int8
+	pending    int8 // attempts launched and not yet reported
+	winner     int8 // the winning attempt, or -1
+	kept       int8 // the attempt whose refused result Do returns if nothing wins, or -1
 	wanted     bool
-	lateHedged bool     // a hedge went because an answer was late: the gate learns how it fared
-	pass       gatePass // what the gate granted the operation, handed back at the end
-	fireAt     time.Time
-	graced     bool      // the delay timer fired late and waits once more (see stallLag)
-	pickedAt   time.Time // when the pick under way was asked for (see roundTrip.Pick)
-	window     *time.Timer
-	wake       chan struct{} // made when the caller waits
+	lateHedged bool  // a hedge went because an answer was late: the gate learns how it fared
+	graced     bool  // the delay timer fired late and waits once more (see stallLag)
+	warm       bool  // the delay was an adaptive delay's warm-up guess
+	first      int32 // without a Steering, attempt i goes to target (first+i) mod targets
+	fireAt     time.Duration
+	pickedAt   time.Duration // when the pick under way was asked for (see roundTrip.Pick)
 	tally      tally
+	hx         *hedgeState[T] // see more
 
 	// Per-attempt records: the primary's inline, a hedge's allocated as it
-	// is launched, so that an operation that never hedges stays one
-	// allocation. An attempt's context is handed out: it never moves.
+	// is launched (the first one's with hx), so that an operation that
+	// never hedges stays one allocation. An attempt's context is handed
+	// out: it never moves.
 	a0       attempt[T]
 	attempts [MaxAttemptsCap]*attempt[T]
-	used     [MaxAttemptsCap]int // Pick's argument, kept here so that it does not escape
+}
+
+// hedgeState is what only an operation that hedges, or waits for
+// attempts still out, needs, in one allocation with its first hedge's
+// record.
+type hedgeState[T any] struct {
+	used   [MaxAttemptsCap]int // Pick's argument, kept here so that it does not escape
+	pass   gatePass            // what the gate granted the operation, handed back at the end
+	window *time.Timer         // the observation window, once decided with attempts out
+	wake   chan struct{}       // made when the caller waits
+	first  attempt[T]          // the first hedge's record
+	taken  bool                // first is in use
+}
+
+// more returns the operation's hedgeState, made when first asked for.
+// Called with o.mu held.
+func (o *operation[T]) more() *hedgeState[T] {
+	if o.hx == nil {
+		o.hx = new(hedgeState[T])
+	}
+	return o.hx
 }
 
 // phase is where an operation is: running until an outcome is decided, then
@@ -100,7 +123,10 @@ func (fx *effects[T]) release(v T) {
 }
 
 func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, names []string, first int) {
-	o.h, o.fn, o.steer, o.names, o.first, o.parent = h, fn, steer, names, first, ctx
+	o.h, o.fn, o.steer, o.names, o.parent = h, fn, steer, names, ctx
+	if n := len(names); n > 1 {
+		o.first = int32((first%n + n) % n)
+	}
 	o.s = h.cur.Load()
 	o.winner, o.kept = -1, -1
 }
@@ -184,16 +210,17 @@ func (o *operation[T]) wait() {
 		o.mu.Unlock()
 		return
 	}
-	o.wake = make(chan struct{}, 1)
+	wake := make(chan struct{}, 1)
+	o.more().wake = wake
 	o.mu.Unlock()
 	if o.cancel == nil {
 		// The operation's own context: only decide ends it, and decide
 		// wakes the caller.
-		<-o.wake
+		<-wake
 		return
 	}
 	select {
-	case <-o.wake:
+	case <-wake:
 	case <-o.ctx.Done():
 		o.mu.Lock()
 		var fx effects[T]
@@ -208,16 +235,15 @@ func (o *operation[T]) wait() {
 
 // pick chooses the target of attempt a. Called with o.mu held.
 func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
-	o.pickedAt = now
+	o.pickedAt = now.Sub(o.start)
 	n := max(len(o.names), 1)
 	if o.steer == nil {
-		first := o.first % n
-		if first < 0 {
-			first += n
-		}
-		return (first + a.Index) % n, nil
+		return (int(o.first) + a.Index) % n, nil
 	}
-	used := o.used[:o.launched]
+	var used []int
+	if o.launched > 0 {
+		used = o.hx.used[:o.launched]
+	}
 	for i := range used {
 		used[i] = o.attempts[i].ctx.a.Target
 	}
@@ -233,7 +259,11 @@ func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
 // Called with o.mu held.
 func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	x := &o.a0
-	if a.Index > 0 {
+	switch {
+	case a.Index == 0:
+	case !o.hx.taken:
+		x, o.hx.taken = &o.hx.first, true
+	default:
 		x = new(attempt[T])
 	}
 	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
@@ -268,18 +298,19 @@ func (o *operation[T]) onDelay() {
 	// A timer re-armed while its previous firing was on its way (or handed
 	// from a finished operation to this one) may fire early: only a firing
 	// at or after the time it was armed for counts.
-	if o.phase != running || now.Before(o.fireAt) {
+	since := now.Sub(o.start)
+	if o.phase != running || since < o.fireAt {
 		return
 	}
 	if !o.graced {
-		lag := now.Sub(o.fireAt)
+		lag := since - o.fireAt
 		o.h.late.note(now, lag)
 		// An adaptive delay's timer held up by a stall of the process
 		// waits once more: the read's answer may be in, unread. See
 		// stallLag.
 		if g := stallGrace(lag); g > 0 && o.s.p.Delay == 0 {
 			o.graced = true
-			o.fireAt = now.Add(g)
+			o.fireAt = since + g
 			o.timer.t.Reset(g)
 			return
 		}
@@ -332,8 +363,8 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if o.ctx.Err() != nil {
 		return false // the caller has left or time is up; not a suppression
 	}
-	a := Attempt{Index: o.launched, Trigger: trig}
-	if o.launched >= o.s.p.MaxAttempts {
+	a := Attempt{Index: int(o.launched), Trigger: trig}
+	if a.Index >= o.s.p.MaxAttempts {
 		o.suppress(a, SuppressMaxAttempts)
 		return false
 	}
@@ -365,6 +396,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		o.suppress(a, SuppressBudget)
 		return false
 	}
+	o.more()
 	// The pick comes last, so that a Steering that takes resources for the
 	// attempt (a breaker ticket, an attempt slot) only does so for a hedge
 	// that every other limit has let through.
@@ -384,11 +416,11 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if delayed {
 		o.s.gate.launched(pass)
 		if !o.lateHedged {
-			o.lateHedged, o.pass = true, pass
+			o.lateHedged, o.hx.pass = true, pass
 		}
-		o.pass.probe = o.pass.probe || pass.probe
+		o.hx.pass.probe = o.hx.pass.probe || pass.probe
 	}
-	if o.launched < o.s.p.MaxAttempts && o.timer != nil {
+	if int(o.launched) < o.s.p.MaxAttempts && o.timer != nil {
 		o.arm(now) // the next hedge, one delay later
 	}
 	return true
@@ -397,7 +429,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 // arm sets the delay timer for a hedge due one delay after now (never
 // earlier: see lateness). Called with o.mu held.
 func (o *operation[T]) arm(now time.Time) {
-	o.fireAt = now.Add(o.delay)
+	o.fireAt = now.Sub(o.start) + o.delay
 	o.timer.t.Reset(o.delay)
 }
 
@@ -443,7 +475,7 @@ func (o *operation[T]) report(i int, v T, err error) {
 	x.v, x.err, x.verdict = v, err, verdict
 	if verdict == nil {
 		x.fate = FateWon
-		o.outcome, o.winner = OutcomeWon, i
+		o.outcome, o.winner = OutcomeWon, int8(i)
 		o.tally.winnerLatency = end.Sub(o.start)
 		o.h.record(end, elapsed)
 		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: FateWon})
@@ -484,7 +516,7 @@ func (o *operation[T]) keep(x *attempt[T], fx *effects[T]) {
 		if k != nil && k.err == nil {
 			fx.release(k.v)
 		}
-		o.kept = x.ctx.a.Index
+		o.kept = int8(x.ctx.a.Index)
 		return
 	}
 	if x.err == nil {
@@ -509,7 +541,7 @@ func (o *operation[T]) late(x *attempt[T], v T, err error, elapsed time.Duration
 		fate = x.fate
 		if o.pending == 0 {
 			o.phase = delivered
-			o.window.Stop()
+			o.hx.window.Stop()
 			fx.deliver = true
 		}
 		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: fate, Err: err})
@@ -534,7 +566,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		if helped {
 			took = now.Sub(o.start) - o.attempts[o.winner].ctx.start
 		}
-		o.s.gate.settle(now, o.pass, counts && !o.warm, helped, took)
+		o.s.gate.settle(now, o.hx.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
 		o.h.putDelayTimer(o.timer)
@@ -563,10 +595,10 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		o.phase = delivered
 		fx.deliver = true
 	} else {
-		o.window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
+		o.more().window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
 	}
-	if o.wake != nil {
-		o.wake <- struct{}{} // buffered: never blocks
+	if o.hx != nil && o.hx.wake != nil {
+		o.hx.wake <- struct{}{} // buffered: never blocks
 	}
 	fx.cancel = true
 	// The caller's cancellation (or the Timeout) is on its way to o.ctx,

@@ -321,7 +321,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		Delay:                  Millis(o.delay),
 		WinnerAttempt:          -1,
 		WinnerTarget:           -1,
-		AttemptsLaunched:       o.launched,
+		AttemptsLaunched:       int(o.launched),
 		CancellationsRequested: int(t.requested),
 		CancellationsObserved:  int(t.observed),
 		LateCompletions:        int(t.late),

@@ -262,8 +262,9 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
 	}
-	rt := &roundTrip{t: t, req: req, steer: s}
-	if s == nil && t.set != nil {
+	rt := &roundTrip{t: t, req: req}
+	own := s == nil && t.set != nil // the Transport's own steering
+	if own {
 		rt.route = t.set.Route(nil, false)
 		s = rt
 	}
@@ -278,7 +279,7 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
 	rt.op.init(req.Context(), h, rt, s, t.names, 0)
 	resp, err := rt.op.run()
-	if rt.steer == nil && t.set != nil {
+	if own {
 		t.shadow(req) // a replica on probation may be due a copy, to measure it
 	}
 	closeBody(req) // attempts used copies from GetBody
@@ -330,7 +331,7 @@ func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 	a := Attempt{Trigger: TriggerPrimary}
 	if s != nil {
 		var err error
-		rt.op.pickedAt = time.Now() // for the Transport's own steering
+		rt.op.start = time.Now() // for the Transport's own steering (pickedAt 0)
 		if a.Target, err = s.Pick(a, nil); err != nil {
 			closeBody(req)
 			if errors.Is(err, ErrNoTarget) {
@@ -346,7 +347,7 @@ func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 		out.URL = u
 		out.Host = ""
 	}
-	rt.rewrite(a, out)
+	rewrite(s, a, out)
 	start := time.Now()
 	resp, err := roundTripOnce(t.base, out)
 	if s != nil {
@@ -377,21 +378,22 @@ type roundTrip struct {
 	op    operation[*http.Response]
 	t     *Transport
 	req   *http.Request
-	steer Steering      // the caller's; nil when the route steers
 	route replica.Route // the default steering, over the Transport's set
 	rcpt  func(Receipt) // from the request's context (WithReceipt)
 	p     primaryState
-	// Requests built at launch: the primary's, and the hedges' (allocated
-	// with the first hedge).
-	primary  preparedRequest
-	prepared *[MaxAttemptsCap]preparedRequest
+	// out0 is the primary's outgoing request (see request).
+	out0 http.Request
+	// Requests built at launch: the primary's (out0, or why it could not
+	// be), and the hedges' (allocated with the first hedge).
+	primaryErr error
+	prepared   *[MaxAttemptsCap]preparedRequest
 }
 
 // Pick implements Steering over the Transport's targets.
 func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
 	// The operation read the clock as it asked: on a virtual machine a
 	// read of the clock costs as much as the rest of the pick.
-	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, rt.op.pickedAt)
+	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, rt.op.start.Add(rt.op.pickedAt))
 	if !ok {
 		return -1, ErrNoTarget
 	}
@@ -441,7 +443,16 @@ type primaryState struct {
 // outlive RoundTrip, and by then the caller may reuse req.
 func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*http.Request, error) {
 	req, t := rt.req, rt.t
-	out := req.WithContext(ctx)
+	var out *http.Request
+	if a.IsHedge() {
+		out = req.WithContext(ctx)
+	} else {
+		// WithContext is inlined, so its copy does not escape and this
+		// stores it in rt: the primary's request costs no allocation of
+		// its own.
+		rt.out0 = *req.WithContext(ctx)
+		out = &rt.out0
+	}
 	if len(t.targets) > 0 || detached {
 		u := &rt.p.url
 		if a.IsHedge() {
@@ -471,14 +482,14 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		}
 		out.Body = body
 	}
-	rt.rewrite(a, out)
+	rewrite(rt.op.steer, a, out)
 	return out, nil
 }
 
-// rewrite lets the caller's Steering rewrite attempt a's request, if it
-// has a Rewrite method.
-func (rt *roundTrip) rewrite(a Attempt, out *http.Request) {
-	if w, ok := rt.steer.(interface {
+// rewrite lets s, the request's Steering, rewrite attempt a's request, if
+// it has a Rewrite method (the caller's may; the Transport's own has none).
+func rewrite(s Steering, a Attempt, out *http.Request) {
+	if w, ok := s.(interface {
 		Rewrite(a Attempt, out *http.Request)
 	}); ok {
 		w.Rewrite(a, out)
@@ -496,8 +507,7 @@ type preparedRequest struct {
 // order, never concurrently with another attempt's.
 func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 	if a.Index == 0 {
-		req, err := rt.request(ctx, a, false)
-		rt.primary = preparedRequest{req, err}
+		_, rt.primaryErr = rt.request(ctx, a, false) // in rt.out0
 		return
 	}
 	if rt.prepared == nil {
@@ -516,11 +526,11 @@ func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed
 // call performs attempt a: sends the request prepare built, and reads the
 // body in full.
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	p := &rt.primary
+	out, err := &rt.out0, rt.primaryErr
 	if a.IsHedge() {
-		p = &rt.prepared[a.Index]
+		p := &rt.prepared[a.Index]
+		out, err = p.req, p.err
 	}
-	out, err := p.req, p.err
 	if err != nil {
 		return nil, err
 	}
