@@ -55,24 +55,32 @@ type operation[T any] struct {
 	tally      tally
 	hx         *hedgeState[T] // see more
 
-	// Per-attempt records: the primary's inline, a hedge's allocated as it
-	// is launched (the first one's with hx), so that an operation that
-	// never hedges stays one allocation. An attempt's context is handed
-	// out: it never moves.
-	a0       attempt[T]
-	attempts [MaxAttemptsCap]*attempt[T]
+	// Per-attempt records (see rec): the primary's inline, a hedge's
+	// allocated as it is launched (the first one's with hx), so that an
+	// operation that never hedges stays one allocation. An attempt's
+	// context is handed out: it never moves.
+	a0 attempt[T]
 }
 
 // hedgeState is what only an operation that hedges, or waits for
 // attempts still out, needs, in one allocation with its first hedge's
 // record.
 type hedgeState[T any] struct {
-	used   [MaxAttemptsCap]int // Pick's argument, kept here so that it does not escape
-	pass   gatePass            // what the gate granted the operation, handed back at the end
-	window *time.Timer         // the observation window, once decided with attempts out
-	wake   chan struct{}       // made when the caller waits
-	first  attempt[T]          // the first hedge's record
-	taken  bool                // first is in use
+	used   [MaxAttemptsCap]int             // Pick's argument, kept here so that it does not escape
+	pass   gatePass                        // what the gate granted the operation, handed back at the end
+	window *time.Timer                     // the observation window, once decided with attempts out
+	wake   chan struct{}                   // made when the caller waits
+	hedges [MaxAttemptsCap - 1]*attempt[T] // the hedges' records, by index - 1
+	first  attempt[T]                      // the first hedge's record
+	taken  bool                            // first is in use
+}
+
+// rec returns the record of attempt i, which has been launched.
+func (o *operation[T]) rec(i int) *attempt[T] {
+	if i == 0 {
+		return &o.a0
+	}
+	return o.hx.hedges[i-1]
 }
 
 // more returns the operation's hedgeState, made when first asked for.
@@ -190,12 +198,12 @@ func (o *operation[T]) run() (T, error) {
 	// change, so they are read without the lock.
 	switch o.outcome {
 	case OutcomeWon:
-		w := o.attempts[o.winner]
+		w := o.rec(int(o.winner))
 		return w.v, w.err
 	case OutcomeCanceled:
 		return zero, fmt.Errorf("hedge: %w", o.ctx.Err())
 	}
-	k := o.attempts[o.kept]
+	k := o.rec(int(o.kept))
 	if k.err != nil {
 		return k.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, k.err)
 	}
@@ -245,7 +253,7 @@ func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
 		used = o.hx.used[:o.launched]
 	}
 	for i := range used {
-		used[i] = o.attempts[i].ctx.a.Target
+		used[i] = o.rec(i).ctx.a.Target
 	}
 	t, err := o.steer.Pick(a, used)
 	if err == nil && (t < 0 || t >= n) {
@@ -267,7 +275,9 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 		x = new(attempt[T])
 	}
 	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
-	o.attempts[a.Index] = x
+	if a.Index > 0 {
+		o.hx.hedges[a.Index-1] = x
+	}
 	o.launched++
 	o.pending++
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
@@ -449,7 +459,7 @@ func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 func (o *operation[T]) report(i int, v T, err error) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
-	x := o.attempts[i] // set at launch, before the attempt could run
+	x := o.rec(i) // set at launch, before the attempt could run
 	elapsed := end.Sub(o.start) - x.ctx.start
 	verdict := o.fn.accept(v, err)
 	o.fn.done(x.ctx.a, v, verdict, elapsed)
@@ -510,7 +520,7 @@ func (o *operation[T]) keep(x *attempt[T], fx *effects[T]) {
 	void := errors.Is(x.verdict, ErrNotAnAnswer)
 	var k *attempt[T]
 	if o.kept >= 0 {
-		k = o.attempts[o.kept]
+		k = o.rec(int(o.kept))
 	}
 	if k == nil || errors.Is(k.verdict, ErrNotAnAnswer) || !void && (x.err == nil || k.err != nil) {
 		if k != nil && k.err == nil {
@@ -564,7 +574,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		helped, counts := o.hedgeHelped()
 		var took time.Duration
 		if helped {
-			took = now.Sub(o.start) - o.attempts[o.winner].ctx.start
+			took = now.Sub(o.start) - o.rec(int(o.winner)).ctx.start
 		}
 		o.s.gate.settle(now, o.hx.pass, counts && !o.warm, helped, took)
 	}
@@ -574,7 +584,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 	}
 	if o.outcome != OutcomeFailed && o.kept >= 0 {
 		// A refused result kept in case nothing won is nobody's now.
-		if k := o.attempts[o.kept]; k.err == nil {
+		if k := o.rec(int(o.kept)); k.err == nil {
 			fx.release(k.v)
 		}
 		o.kept = -1
@@ -584,7 +594,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		// A loser already past the delay has taken at least that long; its
 		// elapsed time is a valid lower bound for the adaptive quantile,
 		// and leaving it out would hide exactly the tail hedging cut off.
-		x := o.attempts[i]
+		x := o.rec(int(i))
 		if x.fate == FateRunning && i != o.winner {
 			if elapsed := now.Sub(o.start) - x.ctx.start; elapsed >= o.delay {
 				o.h.record(now, elapsed)
@@ -657,7 +667,7 @@ func (o *operation[T]) closeWindow() {
 	o.phase = delivered
 	o.tally.unobserved = uint8(o.pending)
 	for i := range o.launched {
-		if x := o.attempts[i]; x.fate == FateRunning {
+		if x := o.rec(int(i)); x.fate == FateRunning {
 			x.fate = FateUnobserved
 		}
 	}

@@ -329,7 +329,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		Attempts:               make([]AttemptRecord, o.launched),
 	}
 	for i := range o.launched {
-		x := o.attempts[i]
+		x := o.rec(int(i))
 		a := x.ctx.a
 		r.Attempts[i] = AttemptRecord{
 			Index:      a.Index,

@@ -262,12 +262,20 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
 	}
-	rt := &roundTrip{t: t, req: req}
 	own := s == nil && t.set != nil // the Transport's own steering
-	if own {
-		rt.route = t.set.Route(nil, false)
-		s = rt
+	var rt *roundTrip
+	if len(t.targets) > 0 || own {
+		tt := &targetTrip{}
+		rt = &tt.roundTrip
+		rt.url = &tt.url
+		if own {
+			tt.route = t.set.Route(nil, false)
+			s = tt
+		}
+	} else {
+		rt = new(roundTrip)
 	}
+	rt.t, rt.req = t, req
 	if !t.Hedges(req) {
 		return rt.passThrough(s)
 	}
@@ -372,28 +380,38 @@ func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, e
 }
 
 // roundTrip is the state of one hedged request, in one allocation with
-// what the primary hands out (p) and the steering over the Transport's
-// targets (route).
+// what the primary hands out: its request (out0, whose URL is url with
+// targets) and its body (in the response the caller gets). Hedges
+// allocate their own. Every byte of it is allocated and cleared for each
+// request, so what only a Transport with targets needs is in targetTrip.
 type roundTrip struct {
-	op    operation[*http.Response]
-	t     *Transport
-	req   *http.Request
-	route replica.Route // the default steering, over the Transport's set
-	rcpt  func(Receipt) // from the request's context (WithReceipt)
-	p     primaryState
-	// out0 is the primary's outgoing request (see request).
-	out0 http.Request
+	op   operation[*http.Response]
+	t    *Transport
+	req  *http.Request
+	rcpt func(Receipt) // from the request's context (WithReceipt)
+	url  *url.URL      // the primary's, in its targetTrip; nil without targets
+	body bufferedBody  // the primary's
+	out0 http.Request  // the primary's (see request)
 	// Requests built at launch: the primary's (out0, or why it could not
 	// be), and the hedges' (allocated with the first hedge).
 	primaryErr error
 	prepared   *[MaxAttemptsCap]preparedRequest
 }
 
+// targetTrip is a roundTrip over the Transport's targets, in one
+// allocation with the primary's rewritten URL and the steering over the
+// Transport's set (route), when it steers.
+type targetTrip struct {
+	roundTrip
+	url   url.URL
+	route replica.Route
+}
+
 // Pick implements Steering over the Transport's targets.
-func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
+func (tt *targetTrip) Pick(a Attempt, used []int) (int, error) {
 	// The operation read the clock as it asked: on a virtual machine a
 	// read of the clock costs as much as the rest of the pick.
-	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, rt.op.start.Add(rt.op.pickedAt))
+	i, ok := tt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, tt.op.start.Add(tt.op.pickedAt))
 	if !ok {
 		return -1, ErrNoTarget
 	}
@@ -401,9 +419,9 @@ func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
 }
 
 // Done implements Steering over the Transport's targets.
-func (rt *roundTrip) Done(a Attempt, r Result) {
+func (tt *targetTrip) Done(a Attempt, r Result) {
 	o, elapsed := r.ReplicaOutcome()
-	rt.route.Done(a.Index, o, elapsed)
+	tt.route.Done(a.Index, o, elapsed)
 }
 
 // ReplicaOutcome says what r means for its replica's breaker and latency
@@ -427,14 +445,6 @@ func (r Result) ReplicaOutcome() (replica.Outcome, time.Duration) {
 	return replica.Failure, r.Elapsed
 }
 
-// primaryState is what the primary attempt hands out: its URL (in its
-// request) and its body (in the response the caller gets). Hedges
-// allocate their own.
-type primaryState struct {
-	url  url.URL
-	body bufferedBody
-}
-
 // request builds attempt a's request from the caller's, at launch (see
 // prepare), and lets the caller's Steering rewrite it.
 //
@@ -454,8 +464,8 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		out = &rt.out0
 	}
 	if len(t.targets) > 0 || detached {
-		u := &rt.p.url
-		if a.IsHedge() {
+		u := rt.url
+		if a.IsHedge() || u == nil {
 			u = new(url.URL)
 		}
 		if len(t.targets) > 0 {
@@ -546,7 +556,7 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 	if out.Method == http.MethodHead {
 		return resp, nil // no body; Content-Length describes the GET
 	}
-	b := &rt.p.body
+	b := &rt.body
 	if a.IsHedge() {
 		b = new(bufferedBody)
 	}
