@@ -22,9 +22,8 @@ type operation[T any] struct {
 	h       *Hedger
 	s       *settings // the policy and gate in force as it began, to the end
 	fn      calls[T]
-	steer   Steering // nil: attempt i goes to target (first+i) mod targets
-	names   []string // the targets' names, for the receipt
-	parent  context.Context
+	steer   Steering           // nil: attempt i goes to target (first+i) mod targets
+	names   []string           // the targets' names, for the receipt
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
 	own     opCtx              // ctx, when parent is never cancelled and there is no Timeout
@@ -131,13 +130,19 @@ func (fx *effects[T]) release(v T) {
 }
 
 func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, names []string, first int) {
-	o.h, o.fn, o.steer, o.names, o.parent = h, fn, steer, names, ctx
+	o.h, o.fn, o.steer, o.names = h, fn, steer, names
+	o.own.parent = ctx // see parent
 	if n := len(names); n > 1 {
 		o.first = int32((first%n + n) % n)
 	}
 	o.s = h.cur.Load()
 	o.winner, o.kept = -1, -1
 }
+
+// parent returns the caller's context, which own holds whether or not it
+// is the operation's context: one copy of it fewer in every request's
+// state.
+func (o *operation[T]) parent() context.Context { return o.own.parent }
 
 // run runs the operation on the caller's goroutine and returns its result.
 func (o *operation[T]) run() (T, error) {
@@ -146,7 +151,7 @@ func (o *operation[T]) run() (T, error) {
 	now := time.Now()
 	o.start = now
 	h.touch(now)
-	if err := o.parent.Err(); err != nil {
+	if err := o.parent().Err(); err != nil {
 		// Nothing is launched, but the caller is still owed its receipt.
 		o.outcome, o.phase = OutcomeCanceled, delivered
 		o.deliver()
@@ -158,12 +163,12 @@ func (o *operation[T]) run() (T, error) {
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 	switch t := o.s.p.Timeout; {
 	case t > 0:
-		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
-	case o.parent.Done() == nil:
-		o.own.init(o.parent)
+		o.ctx, o.cancel = context.WithTimeout(o.parent(), t)
+	case o.parent().Done() == nil:
+		o.own.init(o.parent())
 		o.ctx = &o.own
 	default:
-		o.ctx, o.cancel = context.WithCancel(o.parent)
+		o.ctx, o.cancel = context.WithCancel(o.parent())
 	}
 
 	o.mu.Lock()
@@ -486,7 +491,6 @@ func (o *operation[T]) report(i int, v T, err error) {
 	if verdict == nil {
 		x.fate = FateWon
 		o.outcome, o.winner = OutcomeWon, int8(i)
-		o.tally.winnerLatency = end.Sub(o.start)
 		o.h.record(end, elapsed)
 		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: FateWon})
 		o.h.observe(Event{Kind: EventWin, Attempt: x.ctx.a, Elapsed: end.Sub(o.start)})
@@ -651,7 +655,7 @@ func (o *operation[T]) hedgeHelped() (helped bool, counts bool) {
 	case OutcomeCanceled:
 		// o.ctx ended: its parent did (the caller's deadline or
 		// cancellation), or else the policy's Timeout passed.
-		err := o.parent.Err()
+		err := o.parent().Err()
 		return false, err == nil || errors.Is(err, context.DeadlineExceeded)
 	}
 	return false, false

@@ -307,8 +307,7 @@ func allDigits(s string) bool {
 // tally is what an operation counts for its receipt, compactly: most
 // operations never build one.
 type tally struct {
-	winnerLatency time.Duration
-	suppressed    [len(suppressNames)]uint8
+	suppressed [len(suppressNames)]uint8
 	// At most MaxAttemptsCap each.
 	requested, observed, late, unobserved uint8
 }
@@ -355,7 +354,8 @@ func (o *operation[T]) buildReceipt() Receipt {
 	if o.outcome == OutcomeWon {
 		w := &r.Attempts[o.winner]
 		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
-		r.WinnerLatency = Millis(t.winnerLatency)
+		x := o.rec(int(o.winner)) // it won at its start plus its duration
+		r.WinnerLatency = Millis(x.ctx.start + x.duration)
 	}
 	return r
 }

@@ -392,10 +392,10 @@ type roundTrip struct {
 	url  *url.URL      // the primary's, in its targetTrip; nil without targets
 	body bufferedBody  // the primary's
 	out0 http.Request  // the primary's (see request)
-	// Requests built at launch: the primary's (out0, or why it could not
-	// be), and the hedges' (allocated with the first hedge).
-	primaryErr error
-	prepared   *[MaxAttemptsCap]preparedRequest
+	// Requests built at launch, allocated with the first hedge: the
+	// hedges', and why the primary's could not be (rarely: its out0 is
+	// used otherwise).
+	prepared *[MaxAttemptsCap]preparedRequest
 }
 
 // targetTrip is a roundTrip over the Transport's targets, in one
@@ -517,14 +517,23 @@ type preparedRequest struct {
 // order, never concurrently with another attempt's.
 func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
 	if a.Index == 0 {
-		_, rt.primaryErr = rt.request(ctx, a, false) // in rt.out0
+		if _, err := rt.request(ctx, a, false); err != nil { // in rt.out0
+			// No request, and why, where call finds it without the lock.
+			rt.out0 = http.Request{}
+			rt.preparedAt(0).err = err
+		}
 		return
 	}
+	req, err := rt.request(ctx, a, true)
+	*rt.preparedAt(a.Index) = preparedRequest{req, err}
+}
+
+// preparedAt returns where attempt i's prepared request is kept.
+func (rt *roundTrip) preparedAt(i int) *preparedRequest {
 	if rt.prepared == nil {
 		rt.prepared = new([MaxAttemptsCap]preparedRequest)
 	}
-	req, err := rt.request(ctx, a, true)
-	rt.prepared[a.Index] = preparedRequest{req, err}
+	return &rt.prepared[i]
 }
 
 func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
@@ -536,10 +545,13 @@ func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed
 // call performs attempt a: sends the request prepare built, and reads the
 // body in full.
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	out, err := &rt.out0, rt.primaryErr
+	out := &rt.out0
+	var err error
 	if a.IsHedge() {
 		p := &rt.prepared[a.Index]
 		out, err = p.req, p.err
+	} else if out.URL == nil {
+		err = rt.prepared[0].err // see prepare
 	}
 	if err != nil {
 		return nil, err
