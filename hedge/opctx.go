@@ -34,10 +34,6 @@ type afterFunc struct {
 // closedChan is the Done of an opCtx asked for it after its cancellation.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (c *opCtx) init(parent context.Context) {
-	*c = opCtx{parent: parent}
-}
-
 // Deadline: a parent that is never cancelled has none.
 func (c *opCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 

@@ -23,7 +23,6 @@ type operation[T any] struct {
 	s       *settings // the policy and gate in force as it began, to the end
 	fn      calls[T]
 	steer   Steering           // nil: attempt i goes to target (first+i) mod targets
-	names   []string           // the targets' names, for the receipt
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
 	own     opCtx              // ctx, when parent is never cancelled and there is no Timeout
@@ -129,8 +128,9 @@ func (fx *effects[T]) release(v T) {
 	fx.nfree++
 }
 
-func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, names []string, first int) {
-	o.h, o.fn, o.steer, o.names = h, fn, steer, names
+func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, first int) {
+	names := fn.targets()
+	o.h, o.fn, o.steer = h, fn, steer
 	o.own.parent = ctx // see parent
 	if n := len(names); n > 1 {
 		o.first = int32((first%n + n) % n)
@@ -165,7 +165,8 @@ func (o *operation[T]) run() (T, error) {
 	case t > 0:
 		o.ctx, o.cancel = context.WithTimeout(o.parent(), t)
 	case o.parent().Done() == nil:
-		o.own.init(o.parent())
+		// own is as init left it: its parent set, nothing else (an
+		// operation is new for every request and runs once).
 		o.ctx = &o.own
 	default:
 		o.ctx, o.cancel = context.WithCancel(o.parent())
@@ -249,7 +250,7 @@ func (o *operation[T]) wait() {
 // pick chooses the target of attempt a. Called with o.mu held.
 func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
 	o.pickedAt = now.Sub(o.start)
-	n := max(len(o.names), 1)
+	n := max(len(o.fn.targets()), 1)
 	if o.steer == nil {
 		return (int(o.first) + a.Index) % n, nil
 	}
@@ -293,8 +294,8 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 }
 
 func (o *operation[T]) targetName(t int) string {
-	if t < len(o.names) {
-		return o.names[t]
+	if names := o.fn.targets(); t < len(names) {
+		return names[t]
 	}
 	return ""
 }

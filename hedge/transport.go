@@ -264,16 +264,18 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	}
 	own := s == nil && t.set != nil // the Transport's own steering
 	var rt *roundTrip
+	var fn calls[*http.Response] // rt, or its targetTrip
 	if len(t.targets) > 0 || own {
 		tt := &targetTrip{}
 		rt = &tt.roundTrip
-		rt.url = &tt.url
+		fn = tt
 		if own {
 			tt.route = t.set.Route(nil, false)
 			s = tt
 		}
 	} else {
 		rt = new(roundTrip)
+		fn = rt
 	}
 	rt.t, rt.req = t, req
 	if !t.Hedges(req) {
@@ -282,10 +284,7 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	if h == nil {
 		h = t.hedger(req)
 	}
-	// Read now: the receipt may come after RoundTrip has returned, when
-	// the caller may be reusing req.
-	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
-	rt.op.init(req.Context(), h, rt, s, t.names, 0)
+	rt.op.init(req.Context(), h, fn, s, 0)
 	resp, err := rt.op.run()
 	if own {
 		t.shadow(req) // a replica on probation may be due a copy, to measure it
@@ -388,10 +387,8 @@ type roundTrip struct {
 	op   operation[*http.Response]
 	t    *Transport
 	req  *http.Request
-	rcpt func(Receipt) // from the request's context (WithReceipt)
-	url  *url.URL      // the primary's, in its targetTrip; nil without targets
-	body bufferedBody  // the primary's
-	out0 http.Request  // the primary's (see request)
+	body bufferedBody // the primary's
+	out0 http.Request // the primary's (see request)
 	// Requests built at launch, allocated with the first hedge: the
 	// hedges', and why the primary's could not be (rarely: its out0 is
 	// used otherwise).
@@ -451,7 +448,9 @@ func (r Result) ReplicaOutcome() (replica.Outcome, time.Duration) {
 // detached says the attempt runs in its own goroutine: its request then
 // gets its own URL and header map, not the caller's, since a loser may
 // outlive RoundTrip, and by then the caller may reuse req.
-func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*http.Request, error) {
+//
+// u is where the primary's URL goes when it is rewritten (its targetTrip's).
+func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool, u *url.URL) (*http.Request, error) {
 	req, t := rt.req, rt.t
 	var out *http.Request
 	if a.IsHedge() {
@@ -464,7 +463,6 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		out = &rt.out0
 	}
 	if len(t.targets) > 0 || detached {
-		u := rt.url
 		if a.IsHedge() || u == nil {
 			u = new(url.URL)
 		}
@@ -515,16 +513,24 @@ type preparedRequest struct {
 // prepare builds attempt a's request as it is launched, under the
 // operation's lock: so the hooks' Rewrite of each attempt runs in launch
 // order, never concurrently with another attempt's.
-func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
+func (rt *roundTrip) prepare(ctx context.Context, a Attempt) { rt.prepareWith(ctx, a, nil) }
+
+// prepare is roundTrip's, the primary's URL in tt.
+func (tt *targetTrip) prepare(ctx context.Context, a Attempt) {
+	tt.prepareWith(ctx, a, &tt.url)
+}
+
+// prepareWith is prepare, the primary's URL, if rewritten, at u.
+func (rt *roundTrip) prepareWith(ctx context.Context, a Attempt, u *url.URL) {
 	if a.Index == 0 {
-		if _, err := rt.request(ctx, a, false); err != nil { // in rt.out0
+		if _, err := rt.request(ctx, a, false, u); err != nil { // in rt.out0
 			// No request, and why, where call finds it without the lock.
 			rt.out0 = http.Request{}
 			rt.preparedAt(0).err = err
 		}
 		return
 	}
-	req, err := rt.request(ctx, a, true)
+	req, err := rt.request(ctx, a, true, nil)
 	*rt.preparedAt(a.Index) = preparedRequest{req, err}
 }
 
@@ -606,16 +612,26 @@ func (rt *roundTrip) release(resp *http.Response) {
 	}
 }
 
-func (rt *roundTrip) wantsReceipt() bool { return rt.t.onRcpt != nil || rt.rcpt != nil }
+func (rt *roundTrip) wantsReceipt() bool { return rt.t.onRcpt != nil || rt.rcpt() != nil }
+
+// rcpt returns the function WithReceipt put in the request's context, if
+// any: read from the context the operation keeps (not from the request,
+// which the caller may reuse once RoundTrip has returned), and not kept.
+func (rt *roundTrip) rcpt() func(Receipt) {
+	f, _ := rt.op.parent().Value(receiptKey{}).(func(Receipt))
+	return f
+}
 
 func (rt *roundTrip) receipt(r Receipt) {
 	if rt.t.onRcpt != nil {
 		rt.t.onRcpt(rt.req, r)
 	}
-	if rt.rcpt != nil {
-		rt.rcpt(r)
+	if f := rt.rcpt(); f != nil {
+		f(r)
 	}
 }
+
+func (rt *roundTrip) targets() []string { return rt.t.names }
 
 // statusError is the verdict on a response refused for its status.
 type statusError int
