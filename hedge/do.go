@@ -118,7 +118,7 @@ func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalid)
 	}
 	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt, targets_: op.Targets}
-	f.op.init(ctx, h, f, op.Steering, op.First)
+	f.op.init(ctx, h, f, op.Steering, op.First, &f.own, &f.ctx0)
 	return f.op.run()
 }
 
@@ -130,6 +130,8 @@ type funcOp[T any] struct {
 	release_ func(v T)
 	receipt_ func(Receipt)
 	targets_ []string
+	own      opCtx      // see operation.init
+	ctx0     attemptCtx // see operation.init
 }
 
 func (f *funcOp[T]) call(ctx context.Context, a Attempt) (T, error) { return f.call_(ctx, a) }

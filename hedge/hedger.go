@@ -180,12 +180,15 @@ func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
 
 // putDelayTimer stops d and pools it if its function is sure not to run:
 // since Go 1.23, Stop returning true guarantees that. A timer whose function
-// may be running is left to the garbage collector.
-func (h *Hedger) putDelayTimer(d *delayTimer) {
+// may be running is left to the garbage collector; putDelayTimer reports
+// false for it.
+func (h *Hedger) putDelayTimer(d *delayTimer) bool {
 	if d.t.Stop() {
 		d.target.Store(nil)
 		h.timers.Put(d)
+		return true
 	}
+	return false
 }
 
 // touch notes that an operation starts at now (see lastUsed). It writes

@@ -25,7 +25,8 @@ type operation[T any] struct {
 	steer   Steering           // nil: attempt i goes to target (first+i) mod targets
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
-	own     opCtx              // ctx, when parent is never cancelled and there is no Timeout
+	own     *opCtx             // ctx, when parent is never cancelled and there is no Timeout; its owner's (see init)
+	ctx0    *attemptCtx        // the primary's context; its owner's (see init)
 	start   time.Time
 	delay   time.Duration
 	expect  time.Duration
@@ -47,6 +48,7 @@ type operation[T any] struct {
 	lateHedged bool  // a hedge went because an answer was late: the gate learns how it fared
 	graced     bool  // the delay timer fired late and waits once more (see stallLag)
 	warm       bool  // the delay was an adaptive delay's warm-up guess
+	timerLive  bool  // the delay timer could not be stopped: its function may yet run, into o
 	first      int32 // without a Steering, attempt i goes to target (first+i) mod targets
 	fireAt     time.Duration
 	pickedAt   time.Duration // when the pick under way was asked for (see roundTrip.Pick)
@@ -104,7 +106,8 @@ const (
 // and start), what became of it, and, once it has reported, its result.
 // Its AttemptRecord is made only when a receipt is (see buildReceipt).
 type attempt[T any] struct {
-	ctx      attemptCtx
+	ctx      *attemptCtx // c for a hedge, the operation's ctx0 for the primary
+	c        attemptCtx
 	fate     Fate
 	duration time.Duration // until it reported; zero if it never did
 	v        T
@@ -128,15 +131,32 @@ func (fx *effects[T]) release(v T) {
 	fx.nfree++
 }
 
-func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, first int) {
+// init readies o, which is new (or zeroed), to run under ctx. own and ctx0
+// are where the context of the operation (when it is its own) and that of
+// its primary live: what the operation hands out to the calls, which may
+// keep it, is apart from the rest of its state, which its owner may then
+// reuse once run has returned (see reusable).
+func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, first int, own *opCtx, ctx0 *attemptCtx) {
 	names := fn.targets()
-	o.h, o.fn, o.steer = h, fn, steer
+	o.h, o.fn, o.steer, o.own, o.ctx0 = h, fn, steer, own, ctx0
 	o.own.parent = ctx // see parent
 	if n := len(names); n > 1 {
 		o.first = int32((first%n + n) % n)
 	}
 	o.s = h.cur.Load()
 	o.winner, o.kept = -1, -1
+}
+
+// reusable reports, once run has returned, whether nothing but its owner
+// refers to o any more, so that the owner may reuse it (all but own and
+// ctx0, which were handed out): the receipt is delivered; no hedge was
+// tried nor did the caller wait (no goroutine of an attempt, no
+// observation window: hx is made for any of them); and the delay timer
+// was stopped before it fired. It reads without the lock: hx is made
+// only while running, under the lock the caller took since; and without
+// it, only the caller's goroutine has decided and delivered.
+func (o *operation[T]) reusable() bool {
+	return o.hx == nil && o.phase == delivered && !o.timerLive
 }
 
 // parent returns the caller's context, which own holds whether or not it
@@ -167,7 +187,7 @@ func (o *operation[T]) run() (T, error) {
 	case o.parent().Done() == nil:
 		// own is as init left it: its parent set, nothing else (an
 		// operation is new for every request and runs once).
-		o.ctx = &o.own
+		o.ctx = o.own
 	default:
 		o.ctx, o.cancel = context.WithCancel(o.parent())
 	}
@@ -195,7 +215,7 @@ func (o *operation[T]) run() (T, error) {
 	}
 	o.mu.Unlock()
 
-	x := &o.a0.ctx
+	x := o.a0.ctx
 	v, err := o.fn.call(x, x.a)
 	o.report(0, v, err)
 	o.wait()
@@ -280,14 +300,19 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	default:
 		x = new(attempt[T])
 	}
-	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
+	if a.Index == 0 {
+		x.ctx = o.ctx0
+	} else {
+		x.ctx = &x.c
+	}
+	*x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
 	if a.Index > 0 {
 		o.hx.hedges[a.Index-1] = x
 	}
 	o.launched++
 	o.pending++
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
-	o.fn.prepare(&x.ctx, a)
+	o.fn.prepare(x.ctx, a)
 	if spawn {
 		go o.attempt(x)
 	}
@@ -302,7 +327,7 @@ func (o *operation[T]) targetName(t int) string {
 
 // attempt runs a hedge in its own goroutine.
 func (o *operation[T]) attempt(x *attempt[T]) {
-	v, err := o.fn.call(&x.ctx, x.ctx.a)
+	v, err := o.fn.call(x.ctx, x.ctx.a)
 	o.report(x.ctx.a.Index, v, err)
 }
 
@@ -584,7 +609,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		o.s.gate.settle(now, o.hx.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
-		o.h.putDelayTimer(o.timer)
+		o.timerLive = !o.h.putDelayTimer(o.timer)
 		o.timer = nil
 	}
 	if o.outcome != OutcomeFailed && o.kept >= 0 {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/internal/upgrade"
@@ -264,17 +265,21 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	}
 	own := s == nil && t.set != nil // the Transport's own steering
 	var rt *roundTrip
+	var tt *targetTrip
 	var fn calls[*http.Response] // rt, or its targetTrip
 	if len(t.targets) > 0 || own {
-		tt := &targetTrip{}
-		rt = &tt.roundTrip
+		tt = targetTrips.Get().(*targetTrip)
+		p := new(primaryURL)
+		rt, tt.url = &tt.roundTrip, &p.url
+		rt.p = &p.primary
 		fn = tt
 		if own {
 			tt.route = t.set.Route(nil, false)
 			s = tt
 		}
 	} else {
-		rt = new(roundTrip)
+		rt = roundTrips.Get().(*roundTrip)
+		rt.p = new(primary)
 		fn = rt
 	}
 	rt.t, rt.req = t, req
@@ -284,12 +289,24 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 	if h == nil {
 		h = t.hedger(req)
 	}
-	rt.op.init(req.Context(), h, fn, s, 0)
+	rt.op.init(req.Context(), h, fn, s, 0, &rt.p.own, &rt.p.ctx)
 	resp, err := rt.op.run()
 	if own {
 		t.shadow(req) // a replica on probation may be due a copy, to measure it
 	}
 	closeBody(req) // attempts used copies from GetBody
+	if rt.op.reusable() {
+		// Nothing refers to rt any more: what the request handed out (its
+		// primary's context, request and body, and the contexts net/http
+		// derived from them) is in rt.p, which is not reused.
+		if tt != nil {
+			*tt = targetTrip{}
+			targetTrips.Put(tt)
+		} else {
+			*rt = roundTrip{}
+			roundTrips.Put(rt)
+		}
+	}
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
 			return resp, err
@@ -378,31 +395,57 @@ func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, e
 	return resp, nil
 }
 
-// roundTrip is the state of one hedged request, in one allocation with
-// what the primary hands out: its request (out0, whose URL is url with
-// targets) and its body (in the response the caller gets). Hedges
-// allocate their own. Every byte of it is allocated and cleared for each
-// request, so what only a Transport with targets needs is in targetTrip.
+// roundTrip is the state of one hedged request. What its primary hands
+// out (p) is allocated for each request; the rest is reused, from
+// roundTrips (or targetTrips), when the request neither hedged nor left
+// anything running (operation.reusable), which is most requests: every
+// byte a request allocates costs about half a nanosecond of allocation
+// and garbage collection (BenchmarkInMemory: see docs/performance.md).
+// Hedges allocate their own.
 type roundTrip struct {
-	op   operation[*http.Response]
-	t    *Transport
-	req  *http.Request
-	body bufferedBody // the primary's
-	out0 http.Request // the primary's (see request)
+	op  operation[*http.Response]
+	t   *Transport
+	req *http.Request
+	p   *primary
 	// Requests built at launch, allocated with the first hedge: the
-	// hedges', and why the primary's could not be (rarely: its out0 is
-	// used otherwise).
+	// hedges', and why the primary's could not be (rarely: its request in
+	// p is used otherwise).
 	prepared *[MaxAttemptsCap]preparedRequest
 }
 
-// targetTrip is a roundTrip over the Transport's targets, in one
-// allocation with the primary's rewritten URL and the steering over the
-// Transport's set (route), when it steers.
+// primary is what a request's primary attempt hands out, new for every
+// request since whoever got it may keep it: its context (and the
+// operation's own, which it derives from), its request (whose URL is a
+// primaryURL's with targets) and its body (in the response the caller
+// gets).
+type primary struct {
+	own  opCtx
+	ctx  attemptCtx
+	out  http.Request // see request
+	body bufferedBody
+}
+
+// primaryURL is a primary with its rewritten URL, for a Transport with
+// targets.
+type primaryURL struct {
+	primary
+	url url.URL
+}
+
+// targetTrip is a roundTrip over the Transport's targets, with the
+// steering over the Transport's set (route), when it steers.
 type targetTrip struct {
 	roundTrip
-	url   url.URL
+	url   *url.URL // the primary's, in its primaryURL
 	route replica.Route
 }
+
+// roundTrips and targetTrips hold states of requests that are done (see
+// roundTrip).
+var (
+	roundTrips  = sync.Pool{New: func() any { return new(roundTrip) }}
+	targetTrips = sync.Pool{New: func() any { return new(targetTrip) }}
+)
 
 // Pick implements Steering over the Transport's targets.
 func (tt *targetTrip) Pick(a Attempt, used []int) (int, error) {
@@ -457,10 +500,10 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool, u *u
 		out = req.WithContext(ctx)
 	} else {
 		// WithContext is inlined, so its copy does not escape and this
-		// stores it in rt: the primary's request costs no allocation of
+		// stores it in rt.p: the primary's request costs no allocation of
 		// its own.
-		rt.out0 = *req.WithContext(ctx)
-		out = &rt.out0
+		rt.p.out = *req.WithContext(ctx)
+		out = &rt.p.out
 	}
 	if len(t.targets) > 0 || detached {
 		if a.IsHedge() || u == nil {
@@ -517,15 +560,15 @@ func (rt *roundTrip) prepare(ctx context.Context, a Attempt) { rt.prepareWith(ct
 
 // prepare is roundTrip's, the primary's URL in tt.
 func (tt *targetTrip) prepare(ctx context.Context, a Attempt) {
-	tt.prepareWith(ctx, a, &tt.url)
+	tt.prepareWith(ctx, a, tt.url)
 }
 
 // prepareWith is prepare, the primary's URL, if rewritten, at u.
 func (rt *roundTrip) prepareWith(ctx context.Context, a Attempt, u *url.URL) {
 	if a.Index == 0 {
-		if _, err := rt.request(ctx, a, false, u); err != nil { // in rt.out0
+		if _, err := rt.request(ctx, a, false, u); err != nil { // in rt.p.out
 			// No request, and why, where call finds it without the lock.
-			rt.out0 = http.Request{}
+			rt.p.out = http.Request{}
 			rt.preparedAt(0).err = err
 		}
 		return
@@ -551,7 +594,7 @@ func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed
 // call performs attempt a: sends the request prepare built, and reads the
 // body in full.
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	out := &rt.out0
+	out := &rt.p.out
 	var err error
 	if a.IsHedge() {
 		p := &rt.prepared[a.Index]
@@ -574,7 +617,7 @@ func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error
 	if out.Method == http.MethodHead {
 		return resp, nil // no body; Content-Length describes the GET
 	}
-	b := &rt.body
+	b := &rt.p.body
 	if a.IsHedge() {
 		b = new(bufferedBody)
 	}
