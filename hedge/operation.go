@@ -108,6 +108,7 @@ const (
 type attempt[T any] struct {
 	ctx      *attemptCtx // c for a hedge, the operation's ctx0 for the primary
 	c        attemptCtx
+	start    time.Duration // when it started, from the operation's start
 	fate     Fate
 	duration time.Duration // until it reported; zero if it never did
 	v        T
@@ -305,7 +306,8 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	} else {
 		x.ctx = &x.c
 	}
-	*x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
+	*x.ctx = attemptCtx{Context: o.ctx, a: a}
+	x.start = now.Sub(o.start)
 	if a.Index > 0 {
 		o.hx.hedges[a.Index-1] = x
 	}
@@ -491,7 +493,7 @@ func (o *operation[T]) report(i int, v T, err error) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
 	x := o.rec(i) // set at launch, before the attempt could run
-	elapsed := end.Sub(o.start) - x.ctx.start
+	elapsed := end.Sub(o.start) - x.start
 	verdict := o.fn.accept(v, err)
 	o.fn.done(x.ctx.a, v, verdict, elapsed)
 
@@ -604,7 +606,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		helped, counts := o.hedgeHelped()
 		var took time.Duration
 		if helped {
-			took = now.Sub(o.start) - o.rec(int(o.winner)).ctx.start
+			took = now.Sub(o.start) - o.rec(int(o.winner)).start
 		}
 		o.s.gate.settle(now, o.hx.pass, counts && !o.warm, helped, took)
 	}
@@ -626,7 +628,7 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		// and leaving it out would hide exactly the tail hedging cut off.
 		x := o.rec(int(i))
 		if x.fate == FateRunning && i != o.winner {
-			if elapsed := now.Sub(o.start) - x.ctx.start; elapsed >= o.delay {
+			if elapsed := now.Sub(o.start) - x.start; elapsed >= o.delay {
 				o.h.record(now, elapsed)
 			}
 		}

@@ -335,7 +335,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 			Target:     a.Target,
 			TargetName: o.targetName(a.Target),
 			Trigger:    a.Trigger,
-			Start:      Millis(x.ctx.start),
+			Start:      Millis(x.start),
 			Duration:   Millis(x.duration),
 			Fate:       x.fate,
 		}
@@ -355,7 +355,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		w := &r.Attempts[o.winner]
 		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
 		x := o.rec(int(o.winner)) // it won at its start plus its duration
-		r.WinnerLatency = Millis(x.ctx.start + x.duration)
+		r.WinnerLatency = Millis(x.start + x.duration)
 	}
 	return r
 }
