@@ -218,8 +218,9 @@ func (o *operation[T]) run() (T, error) {
 
 	x := o.a0.ctx
 	v, err := o.fn.call(x, x.a)
-	o.report(0, v, err)
-	o.wait()
+	if !o.report(0, v, err) {
+		o.wait()
+	}
 
 	// Decided: the outcome, the winner and the kept result no longer
 	// change, so they are read without the lock.
@@ -488,8 +489,10 @@ func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 	}
 }
 
-// report applies the result of attempt i, in the goroutine that ran it.
-func (o *operation[T]) report(i int, v T, err error) {
+// report applies the result of attempt i, in the goroutine that ran it,
+// and reports whether the operation was decided by then (so that the
+// primary's caller need not look again, under the lock, in wait).
+func (o *operation[T]) report(i int, v T, err error) (decided bool) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
 	x := o.rec(i) // set at launch, before the attempt could run
@@ -512,7 +515,7 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.late(x, v, err, elapsed, &fx)
 		o.mu.Unlock()
 		o.after(&fx)
-		return
+		return true
 	}
 	x.duration = elapsed
 	x.v, x.err, x.verdict = v, err, verdict
@@ -525,7 +528,7 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.decide(end, &fx)
 		o.mu.Unlock()
 		o.after(&fx)
-		return
+		return true
 	}
 	x.fate = FateRejected
 	if err != nil {
@@ -538,8 +541,10 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.outcome = OutcomeFailed
 		o.decide(end, &fx)
 	}
+	decided = o.phase != running
 	o.mu.Unlock()
 	o.after(&fx)
+	return decided
 }
 
 // keep makes x's refused result the one Do returns if nothing wins, unless
