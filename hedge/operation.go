@@ -339,11 +339,17 @@ func (o *operation[T]) onDelay() {
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	// A timer re-armed while its previous firing was on its way (or handed
-	// from a finished operation to this one) may fire early: only a firing
-	// at or after the time it was armed for counts.
+	// A timer re-armed while its previous firing was on its way, or
+	// handed from a finished operation to this one still armed for that
+	// one's delay (see delayTimer), may fire early: only a firing at or
+	// after the time it was armed for counts, and an early one arms it
+	// again for the rest.
 	since := now.Sub(o.start)
-	if o.phase != running || since < o.fireAt {
+	if o.phase != running {
+		return
+	}
+	if since < o.fireAt {
+		o.timer.arm(now, o.fireAt-since)
 		return
 	}
 	if !o.graced {
@@ -355,7 +361,7 @@ func (o *operation[T]) onDelay() {
 		if g := stallGrace(lag); g > 0 && o.s.p.Delay == 0 {
 			o.graced = true
 			o.fireAt = since + g
-			o.timer.t.Reset(g)
+			o.timer.arm(now, g)
 			return
 		}
 	}
@@ -474,7 +480,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 // earlier: see lateness). Called with o.mu held.
 func (o *operation[T]) arm(now time.Time) {
 	o.fireAt = now.Sub(o.start) + o.delay
-	o.timer.t.Reset(o.delay)
+	o.timer.arm(now, o.delay)
 }
 
 // suppress accounts for hedge a, not sent for reason r. Called with o.mu
