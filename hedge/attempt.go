@@ -2,7 +2,6 @@ package hedge
 
 import (
 	"context"
-	"time"
 
 	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
@@ -65,8 +64,7 @@ func AttemptFrom(ctx context.Context) (Attempt, bool) {
 // consistent by construction.
 type attemptCtx struct {
 	context.Context
-	a     Attempt
-	start time.Duration // when the attempt started, from the operation's start
+	a Attempt
 }
 
 func (x *attemptCtx) Value(key any) any {

@@ -8,10 +8,11 @@ import (
 	"sync"
 )
 
-// bufferedBody is a response body read in full into a pooled buffer.
+// bufferedBody is a response body read in full into a pooled buffer. The
+// primary's lives in its request's state, allocated for every request: it
+// holds only the pooled slice's pointer (its bytes are *buf) to stay small.
 type bufferedBody struct {
-	buf    *[]byte
-	b      []byte
+	buf    *[]byte // nil once closed
 	off    int
 	closed bool
 }
@@ -61,7 +62,7 @@ func (b *bufferedBody) fill(resp *http.Response, limit int64) error {
 		}
 	}
 	*bp = buf
-	b.buf, b.b, b.off, b.closed = bp, buf, 0, false
+	b.buf, b.off, b.closed = bp, 0, false
 	return nil
 }
 
@@ -76,10 +77,11 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, errBodyClosed
 	}
-	if b.off >= len(b.b) {
+	data := *b.buf
+	if b.off >= len(data) {
 		return 0, io.EOF
 	}
-	n := copy(p, b.b[b.off:])
+	n := copy(p, data[b.off:])
 	b.off += n
 	return n, nil
 }
@@ -92,7 +94,7 @@ func (b *bufferedBody) Bytes() []byte {
 	if b.closed {
 		return nil
 	}
-	return b.b[b.off:]
+	return (*b.buf)[b.off:]
 }
 
 // Len reports the unread bytes, so a proxy can announce Content-Length.
@@ -100,7 +102,7 @@ func (b *bufferedBody) Len() int {
 	if b.closed {
 		return 0
 	}
-	return len(b.b) - b.off
+	return len(*b.buf) - b.off
 }
 
 // WriteTo lets io.Copy skip an intermediate buffer.
@@ -108,10 +110,11 @@ func (b *bufferedBody) WriteTo(w io.Writer) (int64, error) {
 	if b.closed {
 		return 0, errBodyClosed
 	}
-	if b.off >= len(b.b) {
+	data := *b.buf
+	if b.off >= len(data) {
 		return 0, nil
 	}
-	n, err := w.Write(b.b[b.off:])
+	n, err := w.Write(data[b.off:])
 	b.off += n
 	return int64(n), err
 }
@@ -119,9 +122,9 @@ func (b *bufferedBody) WriteTo(w io.Writer) (int64, error) {
 // Close returns the buffer to the pool. It is safe to call more than once.
 func (b *bufferedBody) Close() error {
 	if b.buf != nil {
-		b.put(b.buf, b.b)
+		b.put(b.buf, *b.buf)
 	}
-	b.buf, b.b, b.off, b.closed = nil, nil, 0, true
+	b.buf, b.off, b.closed = nil, 0, true
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // Errors a Steering's Pick returns to say why an attempt has no target.
@@ -117,8 +119,8 @@ func Do[T any](ctx context.Context, h *Hedger, op Op[T]) (T, error) {
 		var zero T
 		return zero, fmt.Errorf("%w: Op.Call is nil", ErrInvalid)
 	}
-	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt}
-	f.op.init(ctx, h, f, op.Steering, op.Targets, op.First)
+	f := &funcOp[T]{call_: op.Call, accept_: op.Accept, release_: op.Release, receipt_: op.OnReceipt, targets_: op.Targets}
+	f.op.init(ctx, h, f, op.Steering, op.First, &f.own, &f.ctx0)
 	return f.op.run()
 }
 
@@ -129,6 +131,9 @@ type funcOp[T any] struct {
 	accept_  func(v T, err error) error
 	release_ func(v T)
 	receipt_ func(Receipt)
+	targets_ []string
+	own      opctx.Ctx  // see operation.init
+	ctx0     attemptCtx // see operation.init
 }
 
 func (f *funcOp[T]) call(ctx context.Context, a Attempt) (T, error) { return f.call_(ctx, a) }
@@ -158,6 +163,8 @@ func (f *funcOp[T]) wantsReceipt() bool { return f.receipt_ != nil }
 
 func (f *funcOp[T]) receipt(r Receipt) { f.receipt_(r) }
 
+func (f *funcOp[T]) targets() []string { return f.targets_ }
+
 // calls is what the engine needs from an operation's owner. The HTTP
 // Transport implements it directly so a round trip costs one allocation for
 // all of its state.
@@ -175,4 +182,7 @@ type calls[T any] interface {
 	done(a Attempt, v T, verdict error, elapsed time.Duration)
 	wantsReceipt() bool
 	receipt(r Receipt)
+	// targets are the names of the targets attempts go to (see Op.Targets),
+	// kept by the owner rather than in every operation's state.
+	targets() []string
 }

@@ -33,10 +33,10 @@ type Hedger struct {
 	// for Classes to forget idle classes.
 	lastUsed atomic.Int64
 
-	// timers pools stopped hedge-delay timers: an operation that never
-	// hedges then costs no timer allocation (BenchmarkDo: see
-	// docs/performance.md).
-	timers sync.Pool // *delayTimer, stopped
+	// timers pools hedge-delay timers, possibly still armed: an operation
+	// that never hedges then costs no timer allocation, and mostly no
+	// timer operation at all (see delayTimer).
+	timers sync.Pool // *delayTimer
 }
 
 // New returns a Hedger for p, or an error wrapping ErrInvalid that
@@ -166,11 +166,12 @@ func (h *Hedger) observe(e Event) {
 // observes reports whether the observer wants events of kind k.
 func (h *Hedger) observes(k EventKind) bool { return h.wants&(1<<k) != 0 }
 
-// delayTimer returns a stopped hedge-delay timer aimed at target.
+// delayTimer returns a hedge-delay timer aimed at target, to be armed
+// (delayTimer.arm).
 func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
 	d, ok := h.timers.Get().(*delayTimer)
 	if !ok {
-		d = &delayTimer{}
+		d = &delayTimer{epoch: time.Now()}
 		d.t = time.AfterFunc(time.Hour, d.fire)
 		d.t.Stop()
 	}
@@ -178,14 +179,19 @@ func (h *Hedger) delayTimer(target *delayTarget) *delayTimer {
 	return d
 }
 
-// putDelayTimer stops d and pools it if its function is sure not to run:
-// since Go 1.23, Stop returning true guarantees that. A timer whose function
-// may be running is left to the garbage collector.
-func (h *Hedger) putDelayTimer(d *delayTimer) {
-	if d.t.Stop() {
-		d.target.Store(nil)
-		h.timers.Put(d)
+// putDelayTimer takes d from its operation and pools it, armed or not,
+// unless its function may be running into the operation: then it reports
+// false, and leaves d to the garbage collector.
+func (h *Hedger) putDelayTimer(d *delayTimer) bool {
+	d.target.Store(nil)
+	if d.firing.Load() != 0 {
+		// fire may have loaded the target before it was cleared. (It adds
+		// to firing before it loads the target, and both are sequentially
+		// consistent: a fire that has not yet added finds no target.)
+		return false
 	}
+	h.timers.Put(d)
+	return true
 }
 
 // touch notes that an operation starts at now (see lastUsed). It writes
@@ -199,9 +205,33 @@ func (h *Hedger) touch(now time.Time) {
 
 // delayTimer is a reusable hedge-delay timer. Its function is fixed when
 // the timer is made, so the operation it serves is looked up at firing time.
+//
+// It is not stopped when its operation ends, and it is re-armed only when
+// it is due later than the operation that takes it next needs it: most
+// operations never touch the runtime's timers (arming and stopping one
+// took 0.15-0.3 µs of BenchmarkInMemory's requests: see
+// docs/performance.md). So it may fire early into an operation (see
+// operation.onDelay), which arms it again for the rest of its delay, or
+// into no operation at all, which costs a goroutine of the runtime's
+// that finds no target: under a steady flow of requests about one firing
+// per delay per timer in use; with a request now and then, about one per
+// request.
 type delayTimer struct {
 	t      *time.Timer
 	target atomic.Pointer[delayTarget]
+	firing atomic.Int32 // fire calls under way (see putDelayTimer)
+	due    atomic.Int64 // when t is armed to fire (ns from epoch); <= 0: not armed
+	epoch  time.Time
+}
+
+// arm makes d fire wait after now, or earlier.
+func (d *delayTimer) arm(now time.Time, wait time.Duration) {
+	at := int64(now.Sub(d.epoch) + wait)
+	if due := d.due.Load(); due > 0 && due <= at {
+		return // it will fire by then, and be armed again if early
+	}
+	d.due.Store(at)
+	d.t.Reset(wait)
 }
 
 // delayTarget is what a delayTimer fires into; an operation embeds one.
@@ -210,7 +240,10 @@ type delayTarget struct {
 }
 
 func (d *delayTimer) fire() {
+	d.firing.Add(1)
+	d.due.Store(0) // fired: whoever arms it next arms it
 	if t := d.target.Load(); t != nil {
 		t.op.onDelay()
 	}
+	d.firing.Add(-1)
 }

@@ -24,43 +24,74 @@ type operation[T any] struct {
 	h       *Hedger
 	s       *settings // the policy and gate in force as it began, to the end
 	fn      calls[T]
-	steer   Steering // nil: attempt i goes to target (first+i) mod targets
-	names   []string // the targets' names, for the receipt
-	first   int
-	parent  context.Context
+	steer   Steering           // nil: attempt i goes to target (first+i) mod targets
 	ctx     context.Context    // what attempts run under: parent, plus the policy's Timeout
 	cancel  context.CancelFunc // cancels every attempt; called once the outcome is decided (nil: own)
-	own     opctx.Ctx          // ctx, when the parent allows (opctx.Usable): no allocation but the Timeout's timer
+	own     *opctx.Ctx         // ctx, when the parent allows it (opctx.Usable); holds the parent either way; its owner's (see init)
+	ctx0    *attemptCtx        // the primary's context; its owner's (see init)
 	start   time.Time
 	delay   time.Duration
 	expect  time.Duration
-	warm    bool // the delay was an adaptive delay's warm-up guess
 	timer   *delayTimer
 	timerAt delayTarget
 
+	// The counts and indexes are small (at most MaxAttemptsCap) and the
+	// times offsets from start: every byte here is allocated and cleared
+	// for each request, hedged or not (BenchmarkInMemory: see
+	// docs/performance.md).
 	mu         sync.Mutex
 	phase      phase
 	outcome    Outcome
-	launched   int
-	pending    int // attempts launched and not yet reported
-	winner     int // the winning attempt, or -1
-	kept       int // the attempt whose refused result Do returns if nothing wins, or -1
+	launched   int8
+	pending    int8 // attempts launched and not yet reported
+	winner     int8 // the winning attempt, or -1
+	kept       int8 // the attempt whose refused result Do returns if nothing wins, or -1
 	wanted     bool
-	lateHedged bool     // a hedge went because an answer was late: the gate learns how it fared
-	pass       gatePass // what the gate granted the operation, handed back at the end
-	fireAt     time.Time
-	graced     bool      // the delay timer fired late and waits once more (see stallLag)
-	pickedAt   time.Time // when the pick under way was asked for (see roundTrip.Pick)
-	window     *time.Timer
-	wake       chan struct{} // made when the caller waits
+	lateHedged bool  // a hedge went because an answer was late: the gate learns how it fared
+	graced     bool  // the delay timer fired late and waits once more (see stallLag)
+	warm       bool  // the delay was an adaptive delay's warm-up guess
+	timerLive  bool  // the delay timer could not be stopped: its function may yet run, into o
+	first      int32 // without a Steering, attempt i goes to target (first+i) mod targets
+	fireAt     time.Duration
+	pickedAt   time.Duration // when the pick under way was asked for (see roundTrip.Pick)
 	tally      tally
+	hx         *hedgeState[T] // see more
 
-	// Per-attempt records: the primary's inline, a hedge's allocated as it
-	// is launched, so that an operation that never hedges stays one
-	// allocation. An attempt's context is handed out: it never moves.
-	a0       attempt[T]
-	attempts [MaxAttemptsCap]*attempt[T]
-	used     [MaxAttemptsCap]int // Pick's argument, kept here so that it does not escape
+	// Per-attempt records (see rec): the primary's inline, a hedge's
+	// allocated as it is launched (the first one's with hx), so that an
+	// operation that never hedges stays one allocation. An attempt's
+	// context is handed out: it never moves.
+	a0 attempt[T]
+}
+
+// hedgeState is what only an operation that hedges, or waits for
+// attempts still out, needs, in one allocation with its first hedge's
+// record.
+type hedgeState[T any] struct {
+	used   [MaxAttemptsCap]int             // Pick's argument, kept here so that it does not escape
+	pass   gatePass                        // what the gate granted the operation, handed back at the end
+	window *time.Timer                     // the observation window, once decided with attempts out
+	wake   chan struct{}                   // made when the caller waits
+	hedges [MaxAttemptsCap - 1]*attempt[T] // the hedges' records, by index - 1
+	first  attempt[T]                      // the first hedge's record
+	taken  bool                            // first is in use
+}
+
+// rec returns the record of attempt i, which has been launched.
+func (o *operation[T]) rec(i int) *attempt[T] {
+	if i == 0 {
+		return &o.a0
+	}
+	return o.hx.hedges[i-1]
+}
+
+// more returns the operation's hedgeState, made when first asked for.
+// Called with o.mu held.
+func (o *operation[T]) more() *hedgeState[T] {
+	if o.hx == nil {
+		o.hx = new(hedgeState[T])
+	}
+	return o.hx
 }
 
 // phase is where an operation is: running until an outcome is decided, then
@@ -77,7 +108,9 @@ const (
 // and start), what became of it, and, once it has reported, its result.
 // Its AttemptRecord is made only when a receipt is (see buildReceipt).
 type attempt[T any] struct {
-	ctx      attemptCtx
+	ctx      *attemptCtx // c for a hedge, the operation's ctx0 for the primary
+	c        attemptCtx
+	start    time.Duration // when it started, from the operation's start
 	fate     Fate
 	duration time.Duration // until it reported; zero if it never did
 	v        T
@@ -101,11 +134,38 @@ func (fx *effects[T]) release(v T) {
 	fx.nfree++
 }
 
-func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, names []string, first int) {
-	o.h, o.fn, o.steer, o.names, o.first, o.parent = h, fn, steer, names, first, ctx
+// init readies o, which is new (or zeroed), to run under ctx. own and ctx0
+// are where the context of the operation (when it is its own) and that of
+// its primary live: what the operation hands out to the calls, which may
+// keep it, is apart from the rest of its state, which its owner may then
+// reuse once run has returned (see reusable).
+func (o *operation[T]) init(ctx context.Context, h *Hedger, fn calls[T], steer Steering, first int, own *opctx.Ctx, ctx0 *attemptCtx) {
+	names := fn.targets()
+	o.h, o.fn, o.steer, o.own, o.ctx0 = h, fn, steer, own, ctx0
+	o.own.Reset(ctx) // see parent
+	if n := len(names); n > 1 {
+		o.first = int32((first%n + n) % n)
+	}
 	o.s = h.cur.Load()
 	o.winner, o.kept = -1, -1
 }
+
+// reusable reports, once run has returned, whether nothing but its owner
+// refers to o any more, so that the owner may reuse it (all but own and
+// ctx0, which were handed out): the receipt is delivered; no hedge was
+// tried nor did the caller wait (no goroutine of an attempt, no
+// observation window: hx is made for any of them); and the delay timer
+// was stopped before it fired. It reads without the lock: hx is made
+// only while running, under the lock the caller took since; and without
+// it, only the caller's goroutine has decided and delivered.
+func (o *operation[T]) reusable() bool {
+	return o.hx == nil && o.phase == delivered && !o.timerLive
+}
+
+// parent returns the caller's context, which own holds whether or not it
+// is the operation's context: one copy of it fewer in every request's
+// state.
+func (o *operation[T]) parent() context.Context { return o.own.Parent() }
 
 // run runs the operation on the caller's goroutine and returns its result.
 func (o *operation[T]) run() (T, error) {
@@ -114,7 +174,7 @@ func (o *operation[T]) run() (T, error) {
 	now := time.Now()
 	o.start = now
 	h.touch(now)
-	if err := o.parent.Err(); err != nil {
+	if err := o.parent().Err(); err != nil {
 		// Nothing is launched, but the caller is still owed its receipt.
 		o.outcome, o.phase = OutcomeCanceled, delivered
 		o.deliver()
@@ -126,22 +186,22 @@ func (o *operation[T]) run() (T, error) {
 	h.observe(Event{Kind: EventStart, Delay: o.delay})
 	o.mu.Lock()
 	switch t := o.s.p.Timeout; {
-	case opctx.Usable(o.parent):
+	case opctx.Usable(o.parent()):
 		// The gateway's requests (their server's context is an
 		// opctx.Ctx) and a client's without a context of its own.
 		var end time.Time
 		if t > 0 {
 			end = now.Add(t)
 		}
-		o.own.Init(o.parent, end)
-		o.ctx = &o.own
-		if o.s.p.MaxAttempts <= 1 || o.delay >= t {
+		o.own.Start(end)
+		o.ctx = o.own
+		if t > 0 && (o.s.p.MaxAttempts <= 1 || o.delay >= t) {
 			o.own.Arm(now) // else at the delay, if still running (armDeadline)
 		}
 	case t > 0:
-		o.ctx, o.cancel = context.WithTimeout(o.parent, t)
+		o.ctx, o.cancel = context.WithTimeout(o.parent(), t)
 	default:
-		o.ctx, o.cancel = context.WithCancel(o.parent)
+		o.ctx, o.cancel = context.WithCancel(o.parent())
 	}
 
 	primary := Attempt{Trigger: TriggerPrimary}
@@ -166,21 +226,22 @@ func (o *operation[T]) run() (T, error) {
 	}
 	o.mu.Unlock()
 
-	x := &o.a0.ctx
+	x := o.a0.ctx
 	v, err := o.fn.call(x, x.a)
-	o.report(0, v, err)
-	o.wait()
+	if !o.report(0, v, err) {
+		o.wait()
+	}
 
 	// Decided: the outcome, the winner and the kept result no longer
 	// change, so they are read without the lock.
 	switch o.outcome {
 	case OutcomeWon:
-		w := o.attempts[o.winner]
+		w := o.rec(int(o.winner))
 		return w.v, w.err
 	case OutcomeCanceled:
 		return zero, fmt.Errorf("hedge: %w", o.ctx.Err())
 	}
-	k := o.attempts[o.kept]
+	k := o.rec(int(o.kept))
 	if k.err != nil {
 		return k.v, fmt.Errorf("hedge: %d attempt(s) failed, last: %w", o.launched, k.err)
 	}
@@ -195,11 +256,12 @@ func (o *operation[T]) wait() {
 		o.mu.Unlock()
 		return
 	}
-	o.wake = make(chan struct{}, 1)
+	wake := make(chan struct{}, 1)
+	o.more().wake = wake
 	o.armDeadline(time.Now())
 	o.mu.Unlock()
 	select {
-	case <-o.wake:
+	case <-wake:
 	case <-o.ctx.Done():
 		o.mu.Lock()
 		var fx effects[T]
@@ -224,18 +286,17 @@ func (o *operation[T]) armDeadline(now time.Time) {
 
 // pick chooses the target of attempt a. Called with o.mu held.
 func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
-	o.pickedAt = now
-	n := max(len(o.names), 1)
+	o.pickedAt = now.Sub(o.start)
+	n := max(len(o.fn.targets()), 1)
 	if o.steer == nil {
-		first := o.first % n
-		if first < 0 {
-			first += n
-		}
-		return (first + a.Index) % n, nil
+		return (int(o.first) + a.Index) % n, nil
 	}
-	used := o.used[:o.launched]
+	var used []int
+	if o.launched > 0 {
+		used = o.hx.used[:o.launched]
+	}
 	for i := range used {
-		used[i] = o.attempts[i].ctx.a.Target
+		used[i] = o.rec(i).ctx.a.Target
 	}
 	t, err := o.steer.Pick(a, used)
 	if err == nil && (t < 0 || t >= n) {
@@ -249,15 +310,27 @@ func (o *operation[T]) pick(a Attempt, now time.Time) (int, error) {
 // Called with o.mu held.
 func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 	x := &o.a0
-	if a.Index > 0 {
+	switch {
+	case a.Index == 0:
+	case !o.hx.taken:
+		x, o.hx.taken = &o.hx.first, true
+	default:
 		x = new(attempt[T])
 	}
-	x.ctx = attemptCtx{Context: o.ctx, a: a, start: now.Sub(o.start)}
-	o.attempts[a.Index] = x
+	if a.Index == 0 {
+		x.ctx = o.ctx0
+	} else {
+		x.ctx = &x.c
+	}
+	*x.ctx = attemptCtx{Context: o.ctx, a: a}
+	x.start = now.Sub(o.start)
+	if a.Index > 0 {
+		o.hx.hedges[a.Index-1] = x
+	}
 	o.launched++
 	o.pending++
 	o.h.observe(Event{Kind: EventLaunch, Attempt: a})
-	o.fn.prepare(&x.ctx, a)
+	o.fn.prepare(x.ctx, a)
 	if spawn {
 		o.armDeadline(now)
 		go o.attempt(x)
@@ -265,15 +338,15 @@ func (o *operation[T]) launch(now time.Time, a Attempt, spawn bool) {
 }
 
 func (o *operation[T]) targetName(t int) string {
-	if t < len(o.names) {
-		return o.names[t]
+	if names := o.fn.targets(); t < len(names) {
+		return names[t]
 	}
 	return ""
 }
 
 // attempt runs a hedge in its own goroutine.
 func (o *operation[T]) attempt(x *attempt[T]) {
-	v, err := o.fn.call(&x.ctx, x.ctx.a)
+	v, err := o.fn.call(x.ctx, x.ctx.a)
 	o.report(x.ctx.a.Index, v, err)
 }
 
@@ -282,26 +355,30 @@ func (o *operation[T]) onDelay() {
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	// A timer re-armed while its previous firing was on its way (or handed
-	// from a finished operation to this one) may fire early: only a firing
-	// at or after the time it was armed for counts.
+	// A timer re-armed while its previous firing was on its way, or
+	// handed from a finished operation to this one still armed for that
+	// one's delay (see delayTimer), may fire early: only a firing at or
+	// after the time it was armed for counts, and an early one arms it
+	// again for the rest.
+	since := now.Sub(o.start)
 	if o.phase != running {
 		return
 	}
-	o.armDeadline(now)
-	if now.Before(o.fireAt) {
+	if since < o.fireAt {
+		o.timer.arm(now, o.fireAt-since)
 		return
 	}
+	o.armDeadline(now) // at its delay and still running
 	if !o.graced {
-		lag := now.Sub(o.fireAt)
+		lag := since - o.fireAt
 		o.h.late.note(now, lag)
 		// An adaptive delay's timer held up by a stall of the process
 		// waits once more: the read's answer may be in, unread. See
 		// stallLag.
 		if g := stallGrace(lag); g > 0 && o.s.p.Delay == 0 {
 			o.graced = true
-			o.fireAt = now.Add(g)
-			o.timer.t.Reset(g)
+			o.fireAt = since + g
+			o.timer.arm(now, g)
 			return
 		}
 	}
@@ -353,8 +430,8 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if o.ctx.Err() != nil {
 		return false // the caller has left or time is up; not a suppression
 	}
-	a := Attempt{Index: o.launched, Trigger: trig}
-	if o.launched >= o.s.p.MaxAttempts {
+	a := Attempt{Index: int(o.launched), Trigger: trig}
+	if a.Index >= o.s.p.MaxAttempts {
 		o.suppress(a, SuppressMaxAttempts)
 		return false
 	}
@@ -386,6 +463,7 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 		o.suppress(a, SuppressBudget)
 		return false
 	}
+	o.more()
 	// The pick comes last, so that a Steering that takes resources for the
 	// attempt (a breaker ticket, an attempt slot) only does so for a hedge
 	// that every other limit has let through.
@@ -405,11 +483,11 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 	if delayed {
 		o.s.gate.launched(pass)
 		if !o.lateHedged {
-			o.lateHedged, o.pass = true, pass
+			o.lateHedged, o.hx.pass = true, pass
 		}
-		o.pass.probe = o.pass.probe || pass.probe
+		o.hx.pass.probe = o.hx.pass.probe || pass.probe
 	}
-	if o.launched < o.s.p.MaxAttempts && o.timer != nil {
+	if int(o.launched) < o.s.p.MaxAttempts && o.timer != nil {
 		o.arm(now) // the next hedge, one delay later
 	}
 	return true
@@ -418,8 +496,8 @@ func (o *operation[T]) tryHedge(trig Trigger, now time.Time) bool {
 // arm sets the delay timer for a hedge due one delay after now (never
 // earlier: see lateness). Called with o.mu held.
 func (o *operation[T]) arm(now time.Time) {
-	o.fireAt = now.Add(o.delay)
-	o.timer.t.Reset(o.delay)
+	o.fireAt = now.Sub(o.start) + o.delay
+	o.timer.arm(now, o.delay)
 }
 
 // suppress accounts for hedge a, not sent for reason r. Called with o.mu
@@ -434,12 +512,14 @@ func (o *operation[T]) suppress(a Attempt, r SuppressReason) {
 	}
 }
 
-// report applies the result of attempt i, in the goroutine that ran it.
-func (o *operation[T]) report(i int, v T, err error) {
+// report applies the result of attempt i, in the goroutine that ran it,
+// and reports whether the operation was decided by then (so that the
+// primary's caller need not look again, under the lock, in wait).
+func (o *operation[T]) report(i int, v T, err error) (decided bool) {
 	// time.Since reads only the monotonic clock: cheaper than time.Now.
 	end := o.start.Add(time.Since(o.start))
-	x := o.attempts[i] // set at launch, before the attempt could run
-	elapsed := end.Sub(o.start) - x.ctx.start
+	x := o.rec(i) // set at launch, before the attempt could run
+	elapsed := end.Sub(o.start) - x.start
 	verdict := o.fn.accept(v, err)
 	o.fn.done(x.ctx.a, v, verdict, elapsed)
 
@@ -458,21 +538,20 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.late(x, v, err, elapsed, &fx)
 		o.mu.Unlock()
 		o.after(&fx)
-		return
+		return true
 	}
 	x.duration = elapsed
 	x.v, x.err, x.verdict = v, err, verdict
 	if verdict == nil {
 		x.fate = FateWon
-		o.outcome, o.winner = OutcomeWon, i
-		o.tally.winnerLatency = end.Sub(o.start)
+		o.outcome, o.winner = OutcomeWon, int8(i)
 		o.h.record(end, elapsed)
 		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: FateWon})
 		o.h.observe(Event{Kind: EventWin, Attempt: x.ctx.a, Elapsed: end.Sub(o.start)})
 		o.decide(end, &fx)
 		o.mu.Unlock()
 		o.after(&fx)
-		return
+		return true
 	}
 	x.fate = FateRejected
 	if err != nil {
@@ -485,8 +564,10 @@ func (o *operation[T]) report(i int, v T, err error) {
 		o.outcome = OutcomeFailed
 		o.decide(end, &fx)
 	}
+	decided = o.phase != running
 	o.mu.Unlock()
 	o.after(&fx)
+	return decided
 }
 
 // keep makes x's refused result the one Do returns if nothing wins, unless
@@ -499,13 +580,13 @@ func (o *operation[T]) keep(x *attempt[T], fx *effects[T]) {
 	void := errors.Is(x.verdict, ErrNotAnAnswer)
 	var k *attempt[T]
 	if o.kept >= 0 {
-		k = o.attempts[o.kept]
+		k = o.rec(int(o.kept))
 	}
 	if k == nil || errors.Is(k.verdict, ErrNotAnAnswer) || !void && (x.err == nil || k.err != nil) {
 		if k != nil && k.err == nil {
 			fx.release(k.v)
 		}
-		o.kept = x.ctx.a.Index
+		o.kept = int8(x.ctx.a.Index)
 		return
 	}
 	if x.err == nil {
@@ -530,7 +611,7 @@ func (o *operation[T]) late(x *attempt[T], v T, err error, elapsed time.Duration
 		fate = x.fate
 		if o.pending == 0 {
 			o.phase = delivered
-			o.window.Stop()
+			o.hx.window.Stop()
 			fx.deliver = true
 		}
 		o.h.observe(Event{Kind: EventReport, Attempt: x.ctx.a, Elapsed: elapsed, Fate: fate, Err: err})
@@ -553,17 +634,17 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		helped, counts := o.hedgeHelped()
 		var took time.Duration
 		if helped {
-			took = now.Sub(o.start) - o.attempts[o.winner].ctx.start
+			took = now.Sub(o.start) - o.rec(int(o.winner)).start
 		}
-		o.s.gate.settle(now, o.pass, counts && !o.warm, helped, took)
+		o.s.gate.settle(now, o.hx.pass, counts && !o.warm, helped, took)
 	}
 	if o.timer != nil {
-		o.h.putDelayTimer(o.timer)
+		o.timerLive = !o.h.putDelayTimer(o.timer)
 		o.timer = nil
 	}
 	if o.outcome != OutcomeFailed && o.kept >= 0 {
 		// A refused result kept in case nothing won is nobody's now.
-		if k := o.attempts[o.kept]; k.err == nil {
+		if k := o.rec(int(o.kept)); k.err == nil {
 			fx.release(k.v)
 		}
 		o.kept = -1
@@ -573,9 +654,9 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		// A loser already past the delay has taken at least that long; its
 		// elapsed time is a valid lower bound for the adaptive quantile,
 		// and leaving it out would hide exactly the tail hedging cut off.
-		x := o.attempts[i]
+		x := o.rec(int(i))
 		if x.fate == FateRunning && i != o.winner {
-			if elapsed := now.Sub(o.start) - x.ctx.start; elapsed >= o.delay {
+			if elapsed := now.Sub(o.start) - x.start; elapsed >= o.delay {
 				o.h.record(now, elapsed)
 			}
 		}
@@ -584,10 +665,10 @@ func (o *operation[T]) decide(now time.Time, fx *effects[T]) {
 		o.phase = delivered
 		fx.deliver = true
 	} else {
-		o.window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
+		o.more().window = time.AfterFunc(o.s.p.ObserveWindow, o.closeWindow)
 	}
-	if o.wake != nil {
-		o.wake <- struct{}{} // buffered: never blocks
+	if o.hx != nil && o.hx.wake != nil {
+		o.hx.wake <- struct{}{} // buffered: never blocks
 	}
 	fx.cancel = true
 	// The caller's cancellation (or the Timeout) is on its way to o.ctx,
@@ -630,7 +711,7 @@ func (o *operation[T]) hedgeHelped() (helped bool, counts bool) {
 	case OutcomeCanceled:
 		// o.ctx ended: its parent did (the caller's deadline or
 		// cancellation), or else the policy's Timeout passed.
-		err := o.parent.Err()
+		err := o.parent().Err()
 		return false, err == nil || errors.Is(err, context.DeadlineExceeded)
 	}
 	return false, false
@@ -646,7 +727,7 @@ func (o *operation[T]) closeWindow() {
 	o.phase = delivered
 	o.tally.unobserved = uint8(o.pending)
 	for i := range o.launched {
-		if x := o.attempts[i]; x.fate == FateRunning {
+		if x := o.rec(int(i)); x.fate == FateRunning {
 			x.fate = FateUnobserved
 		}
 	}

@@ -2,10 +2,12 @@ package hedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -148,4 +150,49 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestHandedOutStateIsNeverReused: what a request's primary hands to the
+// base (its request, its context) may be kept, and must stay as it was
+// when later requests reuse the rest of the request's state: the request
+// unchanged, the context cancelled and still the primary's.
+func TestHandedOutStateIsNeverReused(t *testing.T) {
+	for _, targets := range [][]string{nil, {"http://a", "http://b"}} {
+		var kept []*http.Request
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			kept = append(kept, req)
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(req.URL.Query().Get("id"))), Request: req}, nil
+		})
+		tr, err := NewTransport(TransportConfig{Base: base, Targets: targets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bodies []*http.Response
+		for id := range 50 {
+			req, _ := http.NewRequest(http.MethodGet, "http://x/item?id="+strconv.Itoa(id), nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies = append(bodies, resp)
+		}
+		for id, req := range kept {
+			if got := req.URL.Query().Get("id"); got != strconv.Itoa(id) {
+				t.Errorf("targets %v: request %d kept by the base now asks for id %s", targets, id, got)
+			}
+			if err := req.Context().Err(); !errors.Is(err, context.Canceled) {
+				t.Errorf("targets %v: request %d's context: %v, want it cancelled", targets, id, err)
+			}
+			if a, ok := AttemptFrom(req.Context()); !ok || a.Index != 0 {
+				t.Errorf("targets %v: request %d's context is attempt %v, %v", targets, id, a, ok)
+			}
+		}
+		for id, resp := range bodies {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != strconv.Itoa(id) {
+				t.Errorf("targets %v: answer %d reads %q", targets, id, b)
+			}
+		}
+	}
 }

@@ -307,8 +307,7 @@ func allDigits(s string) bool {
 // tally is what an operation counts for its receipt, compactly: most
 // operations never build one.
 type tally struct {
-	winnerLatency time.Duration
-	suppressed    [len(suppressNames)]uint8
+	suppressed [len(suppressNames)]uint8
 	// At most MaxAttemptsCap each.
 	requested, observed, late, unobserved uint8
 }
@@ -321,7 +320,7 @@ func (o *operation[T]) buildReceipt() Receipt {
 		Delay:                  Millis(o.delay),
 		WinnerAttempt:          -1,
 		WinnerTarget:           -1,
-		AttemptsLaunched:       o.launched,
+		AttemptsLaunched:       int(o.launched),
 		CancellationsRequested: int(t.requested),
 		CancellationsObserved:  int(t.observed),
 		LateCompletions:        int(t.late),
@@ -329,14 +328,14 @@ func (o *operation[T]) buildReceipt() Receipt {
 		Attempts:               make([]AttemptRecord, o.launched),
 	}
 	for i := range o.launched {
-		x := o.attempts[i]
+		x := o.rec(int(i))
 		a := x.ctx.a
 		r.Attempts[i] = AttemptRecord{
 			Index:      a.Index,
 			Target:     a.Target,
 			TargetName: o.targetName(a.Target),
 			Trigger:    a.Trigger,
-			Start:      Millis(x.ctx.start),
+			Start:      Millis(x.start),
 			Duration:   Millis(x.duration),
 			Fate:       x.fate,
 		}
@@ -355,7 +354,8 @@ func (o *operation[T]) buildReceipt() Receipt {
 	if o.outcome == OutcomeWon {
 		w := &r.Attempts[o.winner]
 		r.WinnerAttempt, r.WinnerTarget, r.WinnerTargetName = w.Index, w.Target, w.TargetName
-		r.WinnerLatency = Millis(t.winnerLatency)
+		x := o.rec(int(o.winner)) // it won at its start plus its duration
+		r.WinnerLatency = Millis(x.start + x.duration)
 	}
 	return r
 }

@@ -245,3 +245,32 @@ func TestStallGrace(t *testing.T) {
 		}
 	}
 }
+
+// A delay timer is handed to the next operation still armed for the one
+// before (see delayTimer): it fires early into the new operation, which
+// arms it again, and the hedge leaves exactly one delay after the new
+// operation began, every time.
+func TestDelayTimerHandedOverArmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := mustNew(t, Policy{Delay: 10 * time.Millisecond, Budget: mustBudget(t, 1, 100), Gate: Gate{Disabled: true}})
+		for i := range 20 {
+			// Each operation's primary answers at 1ms, well before its
+			// delay, but for every third, which straggles; the next one
+			// begins 3ms after, while the timer is still armed for an
+			// operation before: the straggler's fires 2ms after it began.
+			primary := time.Millisecond
+			if i%3 == 2 {
+				primary = 50 * time.Millisecond
+			}
+			r := hedgedReceipt(t, h, primary)
+			hedged := r.AttemptsLaunched == 2
+			if hedged != (i%3 == 2) {
+				t.Fatalf("operation %d: %d attempts, primary %v", i, r.AttemptsLaunched, primary)
+			}
+			if hedged && time.Duration(r.Attempts[1].Start) != 10*time.Millisecond {
+				t.Errorf("operation %d: hedge at %v, want 10ms", i, time.Duration(r.Attempts[1].Start))
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	})
+}

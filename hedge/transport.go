@@ -8,10 +8,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tailgate-dev/tailgate/internal/upgrade"
 	"github.com/tailgate-dev/tailgate/replica"
+
+	"github.com/tailgate-dev/tailgate/internal/opctx"
 )
 
 // HedgeHeader is set on every hedge attempt the Transport sends, with the
@@ -262,26 +265,50 @@ func (t *Transport) RoundTripWith(req *http.Request, h *Hedger, s Steering) (*ht
 		closeBody(req)
 		return nil, errors.New("hedge: request has no URL")
 	}
-	rt := &roundTrip{t: t, req: req, steer: s}
-	if s == nil && t.set != nil {
-		rt.route = t.set.Route(nil, false)
-		s = rt
+	own := s == nil && t.set != nil // the Transport's own steering
+	var rt *roundTrip
+	var tt *targetTrip
+	var fn calls[*http.Response] // rt, or its targetTrip
+	if len(t.targets) > 0 || own {
+		tt = targetTrips.Get().(*targetTrip)
+		p := new(primaryURL)
+		rt, tt.url = &tt.roundTrip, &p.url
+		rt.p = &p.primary
+		fn = tt
+		if own {
+			tt.steer.Route = t.set.Route(nil, false)
+			s = tt
+		}
+	} else {
+		rt = roundTrips.Get().(*roundTrip)
+		rt.p = new(primary)
+		fn = rt
 	}
+	rt.t, rt.req = t, req
 	if !t.Hedges(req) {
 		return rt.passThrough(s)
 	}
 	if h == nil {
 		h = t.hedger(req)
 	}
-	// Read now: the receipt may come after RoundTrip has returned, when
-	// the caller may be reusing req.
-	rt.rcpt, _ = req.Context().Value(receiptKey{}).(func(Receipt))
-	rt.op.init(req.Context(), h, rt, s, t.names, 0)
+	rt.op.init(req.Context(), h, fn, s, 0, &rt.p.own, &rt.p.ctx)
 	resp, err := rt.op.run()
-	if rt.steer == nil && t.set != nil {
+	if own {
 		t.shadow(req) // a replica on probation may be due a copy, to measure it
 	}
 	closeBody(req) // attempts used copies from GetBody
+	if rt.op.reusable() {
+		// Nothing refers to rt any more: what the request handed out (its
+		// primary's context, request and body, and the contexts net/http
+		// derived from them) is in rt.p, which is not reused.
+		if tt != nil {
+			*tt = targetTrip{}
+			targetTrips.Put(tt)
+		} else {
+			*rt = roundTrip{}
+			roundTrips.Put(rt)
+		}
+	}
 	if err != nil {
 		if resp != nil && errors.Is(err, ErrNotAccepted) {
 			return resp, err
@@ -330,7 +357,7 @@ func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 	a := Attempt{Trigger: TriggerPrimary}
 	if s != nil {
 		var err error
-		rt.op.pickedAt = time.Now() // for the Transport's own steering
+		rt.op.start = time.Now() // for the Transport's own steering (pickedAt 0)
 		if a.Target, err = s.Pick(a, nil); err != nil {
 			closeBody(req)
 			if errors.Is(err, ErrNoTarget) {
@@ -346,7 +373,7 @@ func (rt *roundTrip) passThrough(s Steering) (*http.Response, error) {
 		out.URL = u
 		out.Host = ""
 	}
-	rt.rewrite(a, out)
+	rewrite(s, a, out)
 	start := time.Now()
 	resp, err := roundTripOnce(t.base, out)
 	if s != nil {
@@ -370,39 +397,67 @@ func roundTripOnce(base http.RoundTripper, req *http.Request) (*http.Response, e
 	return resp, nil
 }
 
-// roundTrip is the state of one hedged request, in one allocation with
-// what the primary hands out (p) and the steering over the Transport's
-// targets (route).
+// roundTrip is the state of one hedged request. What its primary hands
+// out (p) is allocated for each request; the rest is reused, from
+// roundTrips (or targetTrips), when the request neither hedged nor left
+// anything running (operation.reusable), which is most requests: every
+// byte a request allocates costs about half a nanosecond of allocation
+// and garbage collection (BenchmarkInMemory: see docs/performance.md).
+// Hedges allocate their own.
 type roundTrip struct {
-	op    operation[*http.Response]
-	t     *Transport
-	req   *http.Request
-	steer Steering      // the caller's; nil when the route steers
-	route replica.Route // the default steering, over the Transport's set
-	rcpt  func(Receipt) // from the request's context (WithReceipt)
-	p     primaryState
-	// Requests built at launch: the primary's, and the hedges' (allocated
-	// with the first hedge).
-	primary  preparedRequest
+	op  operation[*http.Response]
+	t   *Transport
+	req *http.Request
+	p   *primary
+	// Requests built at launch, allocated with the first hedge: the
+	// hedges', and why the primary's could not be (rarely: its request in
+	// p is used otherwise).
 	prepared *[MaxAttemptsCap]preparedRequest
 }
 
-// Pick implements Steering over the Transport's targets.
-func (rt *roundTrip) Pick(a Attempt, used []int) (int, error) {
+// primary is what a request's primary attempt hands out, new for every
+// request since whoever got it may keep it: its context (and the
+// operation's own, which it derives from), its request (whose URL is a
+// primaryURL's with targets) and its body (in the response the caller
+// gets).
+type primary struct {
+	own  opctx.Ctx
+	ctx  attemptCtx
+	out  http.Request // see request
+	body bufferedBody
+}
+
+// primaryURL is a primary with its rewritten URL, for a Transport with
+// targets.
+type primaryURL struct {
+	primary
+	url url.URL
+}
+
+// targetTrip is a roundTrip over the Transport's targets, with the
+// steering over the Transport's set (steer), when it steers.
+type targetTrip struct {
+	roundTrip
+	url   *url.URL // the primary's, in its primaryURL
+	steer RouteSteering
+}
+
+// roundTrips and targetTrips hold states of requests that are done (see
+// roundTrip).
+var (
+	roundTrips  = sync.Pool{New: func() any { return new(roundTrip) }}
+	targetTrips = sync.Pool{New: func() any { return new(targetTrip) }}
+)
+
+// Pick implements Steering over the Transport's targets (RouteSteering).
+func (tt *targetTrip) Pick(a Attempt, used []int) (int, error) {
 	// The operation read the clock as it asked: on a virtual machine a
 	// read of the clock costs as much as the rest of the pick.
-	i, ok := rt.route.Pick(a.Index, a.Trigger == TriggerFailure, used, rt.op.pickedAt)
-	if !ok {
-		return -1, ErrNoTarget
-	}
-	return i, nil
+	return tt.steer.PickAt(a, used, tt.op.start.Add(tt.op.pickedAt))
 }
 
 // Done implements Steering over the Transport's targets.
-func (rt *roundTrip) Done(a Attempt, r Result) {
-	o, elapsed := r.ReplicaOutcome()
-	rt.route.Done(a.Index, o, elapsed)
-}
+func (tt *targetTrip) Done(a Attempt, r Result) { tt.steer.Done(a, r) }
 
 // ReplicaOutcome says what r means for its replica's breaker and latency
 // (replica.Route.Done): an accepted answer is a Success, and so is a body
@@ -425,26 +480,28 @@ func (r Result) ReplicaOutcome() (replica.Outcome, time.Duration) {
 	return replica.Failure, r.Elapsed
 }
 
-// primaryState is what the primary attempt hands out: its URL (in its
-// request) and its body (in the response the caller gets). Hedges
-// allocate their own.
-type primaryState struct {
-	url  url.URL
-	body bufferedBody
-}
-
 // request builds attempt a's request from the caller's, at launch (see
 // prepare), and lets the caller's Steering rewrite it.
 //
 // detached says the attempt runs in its own goroutine: its request then
 // gets its own URL and header map, not the caller's, since a loser may
 // outlive RoundTrip, and by then the caller may reuse req.
-func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*http.Request, error) {
+//
+// u is where the primary's URL goes when it is rewritten (its targetTrip's).
+func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool, u *url.URL) (*http.Request, error) {
 	req, t := rt.req, rt.t
-	out := req.WithContext(ctx)
+	var out *http.Request
+	if a.IsHedge() {
+		out = req.WithContext(ctx)
+	} else {
+		// WithContext is inlined, so its copy does not escape and this
+		// stores it in rt.p: the primary's request costs no allocation of
+		// its own.
+		rt.p.out = *req.WithContext(ctx)
+		out = &rt.p.out
+	}
 	if len(t.targets) > 0 || detached {
-		u := &rt.p.url
-		if a.IsHedge() {
+		if a.IsHedge() || u == nil {
 			u = new(url.URL)
 		}
 		if len(t.targets) > 0 {
@@ -471,14 +528,14 @@ func (rt *roundTrip) request(ctx context.Context, a Attempt, detached bool) (*ht
 		}
 		out.Body = body
 	}
-	rt.rewrite(a, out)
+	rewrite(rt.op.steer, a, out)
 	return out, nil
 }
 
-// rewrite lets the caller's Steering rewrite attempt a's request, if it
-// has a Rewrite method.
-func (rt *roundTrip) rewrite(a Attempt, out *http.Request) {
-	if w, ok := rt.steer.(interface {
+// rewrite lets s, the request's Steering, rewrite attempt a's request, if
+// it has a Rewrite method (the caller's may; the Transport's own has none).
+func rewrite(s Steering, a Attempt, out *http.Request) {
+	if w, ok := s.(interface {
 		Rewrite(a Attempt, out *http.Request)
 	}); ok {
 		w.Rewrite(a, out)
@@ -494,17 +551,33 @@ type preparedRequest struct {
 // prepare builds attempt a's request as it is launched, under the
 // operation's lock: so the hooks' Rewrite of each attempt runs in launch
 // order, never concurrently with another attempt's.
-func (rt *roundTrip) prepare(ctx context.Context, a Attempt) {
+func (rt *roundTrip) prepare(ctx context.Context, a Attempt) { rt.prepareWith(ctx, a, nil) }
+
+// prepare is roundTrip's, the primary's URL in tt.
+func (tt *targetTrip) prepare(ctx context.Context, a Attempt) {
+	tt.prepareWith(ctx, a, tt.url)
+}
+
+// prepareWith is prepare, the primary's URL, if rewritten, at u.
+func (rt *roundTrip) prepareWith(ctx context.Context, a Attempt, u *url.URL) {
 	if a.Index == 0 {
-		req, err := rt.request(ctx, a, false)
-		rt.primary = preparedRequest{req, err}
+		if _, err := rt.request(ctx, a, false, u); err != nil { // in rt.p.out
+			// No request, and why, where call finds it without the lock.
+			rt.p.out = http.Request{}
+			rt.preparedAt(0).err = err
+		}
 		return
 	}
+	req, err := rt.request(ctx, a, true, nil)
+	*rt.preparedAt(a.Index) = preparedRequest{req, err}
+}
+
+// preparedAt returns where attempt i's prepared request is kept.
+func (rt *roundTrip) preparedAt(i int) *preparedRequest {
 	if rt.prepared == nil {
 		rt.prepared = new([MaxAttemptsCap]preparedRequest)
 	}
-	req, err := rt.request(ctx, a, true)
-	rt.prepared[a.Index] = preparedRequest{req, err}
+	return &rt.prepared[i]
 }
 
 func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed time.Duration) {
@@ -516,11 +589,14 @@ func (rt *roundTrip) done(a Attempt, resp *http.Response, verdict error, elapsed
 // call performs attempt a: sends the request prepare built, and reads the
 // body in full.
 func (rt *roundTrip) call(ctx context.Context, a Attempt) (*http.Response, error) {
-	p := &rt.primary
+	out := &rt.p.out
+	var err error
 	if a.IsHedge() {
-		p = &rt.prepared[a.Index]
+		p := &rt.prepared[a.Index]
+		out, err = p.req, p.err
+	} else if out.URL == nil {
+		err = rt.prepared[0].err // see prepare
 	}
-	out, err := p.req, p.err
 	if err != nil {
 		return nil, err
 	}
@@ -574,16 +650,26 @@ func (rt *roundTrip) release(resp *http.Response) {
 	}
 }
 
-func (rt *roundTrip) wantsReceipt() bool { return rt.t.onRcpt != nil || rt.rcpt != nil }
+func (rt *roundTrip) wantsReceipt() bool { return rt.t.onRcpt != nil || rt.rcpt() != nil }
+
+// rcpt returns the function WithReceipt put in the request's context, if
+// any: read from the context the operation keeps (not from the request,
+// which the caller may reuse once RoundTrip has returned), and not kept.
+func (rt *roundTrip) rcpt() func(Receipt) {
+	f, _ := rt.op.parent().Value(receiptKey{}).(func(Receipt))
+	return f
+}
 
 func (rt *roundTrip) receipt(r Receipt) {
 	if rt.t.onRcpt != nil {
 		rt.t.onRcpt(rt.req, r)
 	}
-	if rt.rcpt != nil {
-		rt.rcpt(r)
+	if f := rt.rcpt(); f != nil {
+		f(r)
 	}
 }
+
+func (rt *roundTrip) targets() []string { return rt.t.names }
 
 // statusError is the verdict on a response refused for its status.
 type statusError int

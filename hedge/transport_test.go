@@ -773,3 +773,28 @@ func TestBodyLimitReadsOnePastLimit(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A primary whose body cannot be had from GetBody fails without being
+// sent, and says why; with no other attempt, so does the request.
+func TestTransportPrimaryGetBodyFails(t *testing.T) {
+	var sent atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("x")), Request: req}, nil
+	})
+	for _, targets := range [][]string{nil, {"http://a"}} {
+		tr, err := NewTransport(TransportConfig{Base: base, Targets: targets, SafeMethods: []string{"SEARCH"}, Policy: Policy{MaxAttempts: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("SEARCH", "http://x/", strings.NewReader("q"))
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("no body today") }
+		resp, err := tr.RoundTrip(req)
+		if err == nil || !strings.Contains(err.Error(), "GetBody: no body today") {
+			t.Errorf("targets %v: got %v, %v; want the GetBody error", targets, resp, err)
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d attempts sent, want none", n)
+	}
+}

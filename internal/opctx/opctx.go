@@ -61,7 +61,23 @@ func Usable(parent context.Context) bool {
 // for an operation still running at its hedge delay (or that has no
 // delay), and most end sooner.
 func (c *Ctx) Init(parent context.Context, deadline time.Time) {
-	*c = Ctx{parent: parent}
+	c.Reset(parent)
+	c.Start(deadline)
+}
+
+// Reset readies c to be made a context over parent by Start, and holds
+// parent meanwhile (Parent): an owner that may not make c its context
+// (its parent is not Usable) keeps the parent here all the same. A Ctx
+// reset and not started must not be used as a context.
+func (c *Ctx) Reset(parent context.Context) { *c = Ctx{parent: parent} }
+
+// Parent returns the parent c was reset with.
+func (c *Ctx) Parent() context.Context { return c.parent }
+
+// Start makes c, reset over a Usable parent, a context over it that ends
+// at deadline (unless zero) once armed: see Init.
+func (c *Ctx) Start(deadline time.Time) {
+	parent := c.parent
 	pd, hasParentDeadline := parent.Deadline()
 	c.own = !deadline.IsZero()
 	if hasParentDeadline && parent.Done() != nil && (!c.own || !deadline.Before(pd)) {
