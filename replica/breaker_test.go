@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -337,5 +338,15 @@ func TestDonePanicsOnMisuse(t *testing.T) {
 			}()
 			f()
 		})
+	}
+}
+
+// decay is exp(-x): its series where x is small, math.Exp elsewhere, equal
+// to within float64's rounding either way.
+func TestDecayIsExp(t *testing.T) {
+	for _, x := range []float64{0, 1e-12, 1e-9, 1e-6, 1e-4, 5e-4, 0.000999, 0.001, 0.01, 0.5, 1, 3, 50} {
+		if got, want := decay(x), math.Exp(-x); math.Abs(got-want) > 1e-13*want {
+			t.Errorf("decay(%g) = %.17g, want %.17g", x, got, want)
+		}
 	}
 }

@@ -27,21 +27,29 @@ import (
 )
 
 // Ctx is a context.Context cancelled by its owner (Cancel), by its parent,
-// or at its deadline. The zero Ctx is not usable: Init it.
+// or at its deadline. The zero Ctx is not usable: Init it. Every byte of
+// it is allocated for each request (the engine hands it out with the
+// request's primary): it is kept small.
 type Ctx struct {
 	parent   context.Context
-	deadline time.Time // the earlier of its own and its parent's; zero: none
-	own      bool      // the deadline is its own, not its parent's: its timer ends c
+	deadline int64 // the earlier of its own and its parent's, in Unix nanoseconds; 0: none
 
-	canceled atomic.Bool
-	mu       sync.Mutex
-	err      error         // set before canceled; read after it
-	done     chan struct{} // made when first asked for
-	watches  *Watch        // registered, not yet run or removed: a list through next/prev
-	timer    *time.Timer   // the own deadline's, once armed
-	up       Watch         // its registration on a parent Ctx
-	upStop   func() bool   // its registration on any other cancellable parent
+	state   atomic.Uint32 // live, or why it ended (see Err)
+	own     bool          // the deadline is its own, not its parent's: its timer ends c
+	mu      sync.Mutex
+	done    chan struct{} // made when first asked for
+	watches *Watch        // registered, not yet run or removed: a list through next
+	timer   *time.Timer   // the own deadline's, once armed
+	up      Watch         // its registration on a parent Ctx
 }
+
+// Values of Ctx.state.
+const (
+	live uint32 = iota
+	canceled
+	expired
+	parentEnded // Err is the parent's
+)
 
 // Usable reports whether a Ctx may be made over parent: it is a Ctx, or
 // nothing above it can be cancelled (context.Background and contexts of
@@ -53,8 +61,8 @@ func Usable(parent context.Context) bool {
 	return parent.Done() == nil
 }
 
-// Init makes c a context over parent (which must be Usable) that ends at
-// deadline, unless it is zero, once Arm has armed its timer.
+// Init makes c, a zero Ctx, a context over parent (which must be Usable)
+// that ends at deadline, unless it is zero, once Arm has armed its timer.
 //
 // The timer waits for Arm because arming and stopping one costs as much
 // as the rest of a fast read's context: the hedging engine arms it only
@@ -65,11 +73,12 @@ func (c *Ctx) Init(parent context.Context, deadline time.Time) {
 	c.Start(deadline)
 }
 
-// Reset readies c to be made a context over parent by Start, and holds
-// parent meanwhile (Parent): an owner that may not make c its context
-// (its parent is not Usable) keeps the parent here all the same. A Ctx
-// reset and not started must not be used as a context.
-func (c *Ctx) Reset(parent context.Context) { *c = Ctx{parent: parent} }
+// Reset readies c, which must be a zero Ctx, to be made a context over
+// parent by Start, and holds parent meanwhile (Parent): an owner that may
+// not make c its context (its parent is not Usable) keeps the parent here
+// all the same. A Ctx reset and not started must not be used as a
+// context.
+func (c *Ctx) Reset(parent context.Context) { c.parent = parent }
 
 // Parent returns the parent c was reset with.
 func (c *Ctx) Parent() context.Context { return c.parent }
@@ -78,25 +87,29 @@ func (c *Ctx) Parent() context.Context { return c.parent }
 // at deadline (unless zero) once armed: see Init.
 func (c *Ctx) Start(deadline time.Time) {
 	parent := c.parent
-	pd, hasParentDeadline := parent.Deadline()
 	c.own = !deadline.IsZero()
-	if hasParentDeadline && parent.Done() != nil && (!c.own || !deadline.Before(pd)) {
-		deadline, c.own = pd, false // the parent's end ends c in time
+	p, isCtx := parent.(*Ctx)
+	if !isCtx {
+		if parent.Done() != nil {
+			panic("opctx: Start over a parent that can be cancelled and is not a Ctx (see Usable)")
+		}
+		// Nothing above can end it: nor has it a deadline to count.
+		if c.own {
+			c.deadline = deadline.UnixNano()
+		}
+		return
 	}
-	c.deadline = deadline
+	if p.deadline != 0 && (!c.own || deadline.UnixNano() >= p.deadline) {
+		c.deadline, c.own = p.deadline, false // the parent's end ends c in time
+	} else if c.own {
+		c.deadline = deadline.UnixNano()
+	}
 	// The registration may fire before it is stored: it is stored under
 	// mu, which end takes.
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch p := parent.(type) {
-	case *Ctx:
-		c.up.child = c
-		p.Watch(&c.up)
-	default:
-		if parent.Done() != nil {
-			c.upStop = context.AfterFunc(parent, c.parentEnded)
-		}
-	}
+	c.up.child = c
+	p.Watch(&c.up)
+	c.mu.Unlock()
 }
 
 // Arm arms the timer of c's own deadline, if it has one that comes before
@@ -105,8 +118,8 @@ func (c *Ctx) Start(deadline time.Time) {
 func (c *Ctx) Arm(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.own && c.timer == nil && !c.canceled.Load() {
-		c.timer = time.AfterFunc(c.deadline.Sub(now), c.expire)
+	if c.own && c.timer == nil && c.state.Load() == live {
+		c.timer = time.AfterFunc(time.Unix(0, c.deadline).Sub(now), c.expire)
 	}
 }
 
@@ -117,13 +130,18 @@ func New(parent context.Context) *Ctx {
 	return c
 }
 
-func (c *Ctx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+func (c *Ctx) Deadline() (time.Time, bool) {
+	if c.deadline == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, c.deadline), true
+}
 
 func (c *Ctx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
-		if c.canceled.Load() {
+		if c.state.Load() != live {
 			return closedChan
 		}
 		c.done = make(chan struct{})
@@ -135,8 +153,13 @@ func (c *Ctx) Done() <-chan struct{} {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (c *Ctx) Err() error {
-	if c.canceled.Load() {
-		return c.err
+	switch c.state.Load() {
+	case canceled:
+		return context.Canceled
+	case expired:
+		return context.DeadlineExceeded
+	case parentEnded:
+		return c.parent.Err()
 	}
 	return nil
 }
@@ -146,42 +169,39 @@ func (c *Ctx) Value(key any) any { return c.parent.Value(key) }
 func (c *Ctx) String() string { return "opctx.Ctx" }
 
 // Cancel ends c with context.Canceled, unless it already ended.
-func (c *Ctx) Cancel() { c.end(context.Canceled) }
+func (c *Ctx) Cancel() { c.end(canceled) }
 
-func (c *Ctx) expire() { c.end(context.DeadlineExceeded) }
+func (c *Ctx) expire() { c.end(expired) }
 
-func (c *Ctx) parentEnded() { c.end(c.parent.Err()) }
+func (c *Ctx) parentEnded() { c.end(parentEnded) }
 
-// end ends c with err, once: Done closes, Err says err, the watches run,
-// each in its own goroutine, and the registration on the parent and the
-// timer are let go.
-func (c *Ctx) end(err error) {
+// end ends c, once, for why (a state): Done closes, Err says why, the
+// watches run, each in its own goroutine, and the registration on the
+// parent and the timer are let go.
+func (c *Ctx) end(why uint32) {
 	c.mu.Lock()
-	if c.canceled.Load() {
+	if c.state.Load() != live {
 		c.mu.Unlock()
 		return
 	}
-	c.err = err
-	c.canceled.Store(true)
+	c.state.Store(why)
 	if c.done != nil {
 		close(c.done)
 	}
 	for w := c.watches; w != nil; {
 		next := w.next
-		w.on, w.next, w.prev = nil, nil, nil
+		w.on, w.next = nil, nil
 		w.run()
 		w = next
 	}
 	c.watches = nil
-	timer, upStop := c.timer, c.upStop
+	timer := c.timer
 	c.mu.Unlock()
 	if timer != nil {
 		timer.Stop()
 	}
 	if p, ok := c.parent.(*Ctx); ok {
 		p.Unwatch(&c.up)
-	} else if upStop != nil {
-		upStop()
 	}
 }
 
@@ -189,10 +209,10 @@ func (c *Ctx) end(err error) {
 // watcher holds it (embeds it, typically), so that registering allocates
 // nothing; one Watch is on at most one Ctx at a time.
 type Watch struct {
-	f          func()
-	child      *Ctx // instead of f: a Ctx over the one watched, which ends with it (no closure to allocate)
-	on         *Ctx // registered with; nil when not
-	next, prev *Watch
+	f     func()
+	child *Ctx // instead of f: a Ctx over the one watched, which ends with it (no closure to allocate)
+	on    *Ctx // registered with; nil when not
+	next  *Watch
 }
 
 // NewWatch returns a Watch that runs f.
@@ -202,16 +222,12 @@ func NewWatch(f func()) Watch { return Watch{f: f} }
 // at once if it already has.
 func (c *Ctx) Watch(w *Watch) {
 	c.mu.Lock()
-	if c.canceled.Load() {
+	if c.state.Load() != live {
 		c.mu.Unlock()
 		w.run()
 		return
 	}
-	w.on = c
-	w.prev, w.next = nil, c.watches
-	if c.watches != nil {
-		c.watches.prev = w
-	}
+	w.on, w.next = c, c.watches
 	c.watches = w
 	c.mu.Unlock()
 }
@@ -233,15 +249,16 @@ func (c *Ctx) Unwatch(w *Watch) bool {
 	if w.on != c {
 		return false
 	}
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		c.watches = w.next
+	// A Ctx has a watch or two (a backend connection's, a derived
+	// context's): a list with no way back costs a short walk, and a word
+	// less in every request's context.
+	for p := &c.watches; *p != nil; p = &(*p).next {
+		if *p == w {
+			*p = w.next
+			break
+		}
 	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	}
-	w.on, w.next, w.prev = nil, nil, nil
+	w.on, w.next = nil, nil
 	return true
 }
 

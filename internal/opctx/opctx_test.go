@@ -145,17 +145,18 @@ func TestParentsEarlierDeadlineIsTheChilds(t *testing.T) {
 	})
 }
 
-func TestOverAStandardParent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		parent, cancel := context.WithCancel(context.Background())
-		var c Ctx
-		c.Init(parent, time.Time{})
-		cancel()
-		synctest.Wait()
-		if !errors.Is(c.Err(), context.Canceled) {
-			t.Errorf("Err = %v, want the parent's Canceled", c.Err())
+// Start refuses a parent the context package can cancel: context.Cause
+// would find that parent's cause, not the Ctx's (see Usable).
+func TestStartRefusesAStandardParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer func() {
+		if recover() == nil {
+			t.Error("Start over a WithCancel context did not panic")
 		}
-	})
+	}()
+	var c Ctx
+	c.Init(parent, time.Time{})
 }
 
 func TestWatch(t *testing.T) {
