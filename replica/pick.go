@@ -169,7 +169,11 @@ func (s *Set) pickPrimary(off int64, among []int, fallback bool) (i int, t Ticke
 // they were counted; a candidate no longer found is -1.
 func (s *Set) candidates(n int, off int64, strict bool, among []int) (a, b int) {
 	ra, rb := 0, -1
-	if n > 1 {
+	switch {
+	case n == 2:
+		ra = s.intn(2) // one draw: the other is the second
+		rb = 1 - ra
+	case n > 2:
 		ra, rb = s.intn(n), s.intn(n-1)
 		if rb >= ra {
 			rb++
