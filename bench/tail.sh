@@ -107,6 +107,14 @@ if [[ -n ${ONLY:-} ]]; then
 	# Only the targets named (fewer targets take their turns sooner).
 	kept=()
 	for t in "${TARGETS[@]}"; do [[ ,$ONLY, == *,${t%%=*},* ]] && kept+=("$t"); done
+	# A name that matches no target is a mistake (BASELINE's is
+	# baseline-off): say so rather than measure without it.
+	IFS=, read -ra wanted <<<"$ONLY"
+	for w in "${wanted[@]}"; do
+		found=
+		for t in "${kept[@]}"; do [[ ${t%%=*} == "$w" ]] && found=1; done
+		[[ -n $found ]] || { echo "ONLY names $w, which is no target here (targets: $(printf '%s ' "${TARGETS[@]%%=*}"))" >&2; exit 1; }
+	done
 	TARGETS=("${kept[@]}")
 fi
 
