@@ -158,15 +158,15 @@ func (k *call) run(ctx context.Context, h *hedge.Hedger) error {
 }
 
 // Pick implements hedge.Steering: through the replica set for Replicas
-// (see replicaCall.pick), to the one ClientConn for the interceptor. A
+// (see replicaCall.Pick), to the one ClientConn for the interceptor. A
 // hedge's input is made here (see hedges), under the engine's lock, just
 // before it is launched.
 func (k *call) Pick(a hedge.Attempt, used []int) (int, error) {
 	i := 0
 	if k.rep != nil {
-		var ok bool
-		if i, ok = k.rep.pick(a, used); !ok {
-			return -1, hedge.ErrNoTarget
+		var err error
+		if i, err = k.rep.Pick(a, used); err != nil {
+			return -1, err
 		}
 	}
 	if a.Index > 0 {

@@ -312,13 +312,14 @@ type replicaCall struct {
 	tie string // a tied call's, made with its primary
 }
 
-// pick chooses attempt a's replica, under the engine's lock.
-func (p *replicaCall) pick(a hedge.Attempt, used []int) (int, bool) {
+// Pick chooses attempt a's replica (RouteSteering's), under the engine's
+// lock, and makes a tied call's tie with its primary.
+func (p *replicaCall) Pick(a hedge.Attempt, used []int) (int, error) {
 	i, err := p.RouteSteering.Pick(a, used)
 	if err == nil && a.Index == 0 && p.Route.Tied(0) {
 		p.tie = tied.NewTie()
 	}
-	return i, err == nil
+	return i, err
 }
 
 // tieMetadata writes attempt a's tie metadata into kv (room for 4) if it

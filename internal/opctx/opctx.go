@@ -7,11 +7,11 @@
 // allocates its context, its cancel function and, once a child registers,
 // its Done channel and a map of children; a timeout adds its timer. That
 // was a third of the gateway's allocations per read and 10% of its CPU
-// (docs/performance.md, "Gateway throughput"). A Ctx is one struct that
-// can be embedded (the engine's operation holds one), keeps its Done
-// channel until asked for it, and takes cancellation watches (Watch) that
-// the watcher embeds, so that registering and removing one allocates
-// nothing.
+// (docs/performance.md, "The gateway's own tail"). A Ctx is one struct
+// that can be embedded (the engine's rides in the state a request's
+// primary hands out), keeps its Done channel until asked for it, and
+// takes cancellation watches (Watch) that the watcher embeds, so that
+// registering and removing one allocates nothing.
 //
 // A Ctx must only be made over a parent with no cancellation of the
 // context package's above it (Usable): context.Cause looks for the
@@ -104,12 +104,10 @@ func (c *Ctx) Start(deadline time.Time) {
 	} else if c.own {
 		c.deadline = deadline.UnixNano()
 	}
-	// The registration may fire before it is stored: it is stored under
-	// mu, which end takes.
-	c.mu.Lock()
+	// A parent already ended runs the registration at once, in a
+	// goroutine started after child is set.
 	c.up.child = c
 	p.Watch(&c.up)
-	c.mu.Unlock()
 }
 
 // Arm arms the timer of c's own deadline, if it has one that comes before
