@@ -177,7 +177,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 	var resp *http.Response
 	for {
 		var err error
-		resp, err = http.ReadResponse(c.br, req)
+		resp, err = c.readResponse(req)
 		if err != nil {
 			c.unwatch()
 			c.close()
@@ -218,8 +218,24 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, maxHeader int64
 		c.release(true, keep)
 		return resp, nil
 	}
-	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, keep: keep}
+	resp.Body = &body{rc: resp.Body, remain: resp.ContentLength, c: c, ctx: ctx, keep: keep}
 	return resp, nil
+}
+
+// readResponse reads the next response's header block: readFast's when
+// the first bytes read hold it and it is of the common kind, else
+// http.ReadResponse's.
+func (c *conn) readResponse(req *http.Request) (*http.Response, error) {
+	if _, err := c.br.Peek(1); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // as ReadResponse
+		}
+		return nil, err
+	}
+	if resp := readFast(c.br, req); resp != nil {
+		return resp, nil
+	}
+	return http.ReadResponse(c.br, req)
 }
 
 // failed returns the error for err, which ended c's exchange: the
@@ -261,11 +277,14 @@ func (c *conn) release(complete, keep bool) {
 // closes its connection (as net/http does over HTTP/1: draining an
 // unknown rest could take any time).
 type body struct {
-	rc   io.ReadCloser // ReadResponse's: framing (Content-Length, chunked, to close)
-	c    *conn         // nil once closed
-	ctx  context.Context
-	keep bool
-	eof  bool
+	// rc is ReadResponse's body: its framing (Content-Length, chunked,
+	// to close). Nil for readFast's: remain bytes of c.br.
+	rc     io.ReadCloser
+	remain int64
+	c      *conn // nil once closed
+	ctx    context.Context
+	keep   bool
+	eof    bool
 }
 
 var errBodyClosed = errors.New("h1: read on closed response body")
@@ -274,7 +293,13 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.c == nil {
 		return 0, errBodyClosed
 	}
-	n, err := b.rc.Read(p)
+	var n int
+	var err error
+	if b.rc != nil {
+		n, err = b.rc.Read(p)
+	} else {
+		n, err = readLength(b.c.br, &b.remain, p)
+	}
 	switch {
 	case err == io.EOF:
 		b.eof = true

@@ -12,7 +12,9 @@
 //     target, Host, default User-Agent, headers sorted, control bytes
 //     refused before anything is sent), with no compression negotiated.
 //   - Responses are read with net/http's ReadResponse: its framing
-//     (Content-Length, chunked, to close), its errors. 1xx answers before
+//     (Content-Length, chunked, to close), its errors (the common kind,
+//     a GET's answer with a Content-Length whose header block came whole,
+//     by readFast, which reads it as ReadResponse does). 1xx answers before
 //     the final one are skipped; a 101 is returned with the rest of the
 //     stream as its body, and its connection is never reused. Header
 //     blocks, 1xx included, are bounded by MaxResponseHeaderBytes.

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/tailgate-dev/tailgate/internal/h1head"
 )
 
 // defaultUserAgent is what net/http sends for a request without a
@@ -24,11 +26,11 @@ const maxSortedKeys = 32
 // bytes. Nothing is written for a refused request, so its connection
 // stays usable.
 func checkRequest(req *http.Request) error {
-	if req.Method != "" && !isToken(req.Method) {
+	if req.Method != "" && !h1head.IsToken(req.Method) {
 		return fmt.Errorf("h1: invalid method %q", req.Method)
 	}
 	for k, vv := range req.Header {
-		if !isToken(k) {
+		if !h1head.IsToken(k) {
 			return fmt.Errorf("h1: invalid header field name %q", k)
 		}
 		for _, v := range vv {
@@ -163,21 +165,6 @@ func hasToken(vs []string, token string) bool {
 	}
 	return false
 }
-
-// isToken reports whether s is a non-empty RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tokenByte[s[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var tokenByte = alnumAnd("!#$%&'*+-.^_`|~")
 
 // alnumAnd returns a byte set of the ASCII letters and digits, and extra.
 func alnumAnd(extra string) (t [256]bool) {

@@ -252,6 +252,26 @@ func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.
 // server does after http.ReadRequest, and more strictly where RFC 9112
 // asks: an HTTP/1.0 request with a Transfer-Encoding is refused.
 func (c *conn) readRequest() (*http.Request, error) {
+	if req := readFast(c.br); req != nil {
+		// Nothing read from the connection, and nothing more to check
+		// but its Host (its fields were checked as they were read).
+		c.cr.remain = -1
+		c.unvetted = false
+		if req.Host == "" {
+			return nil, statusError{http.StatusBadRequest, "missing required Host header"}
+		}
+		if !httpguts.ValidHostHeader(req.Host) {
+			return nil, statusError{http.StatusBadRequest, "malformed Host header"}
+		}
+		req.RemoteAddr = c.remote
+		return req, nil
+	}
+	return c.readRequestStd()
+}
+
+// readRequestStd is readRequest for what readFast leaves: any request,
+// parsed by http.ReadRequest.
+func (c *conn) readRequestStd() (*http.Request, error) {
 	if c.bw.Buffered() > 0 {
 		c.cr.held = c.bw
 	}

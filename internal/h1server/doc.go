@@ -7,7 +7,9 @@
 // (serve them with net/http).
 //
 // Contract (Server), as net/http's http.Server with the same settings:
-//   - Requests are parsed by http.ReadRequest, with net/http's server's
+//   - Requests are parsed by http.ReadRequest (the common kind, whole in
+//     the buffer, by readFast, which reads it as ReadRequest does and
+//     leaves ReadRequest the rest), with net/http's server's
 //     own checks after it (header names and values valid, HTTP/1.x only,
 //     one valid Host field on HTTP/1.1, not empty, and required with a
 //     target in absolute form too, whose host wins; with CONNECT, valid
