@@ -284,7 +284,8 @@ type body struct {
 	c      *conn // nil once closed
 	ctx    context.Context
 	keep   bool
-	eof    bool
+	eof    bool // read to its end: the connection may be kept
+	short  bool // the stream ended before the body did
 }
 
 var errBodyClosed = errors.New("h1: read on closed response body")
@@ -301,8 +302,12 @@ func (b *body) Read(p []byte) (int, error) {
 		n, err = readLength(b.c.br, &b.remain, p)
 	}
 	switch {
+	case err == io.EOF && b.short:
+		err = io.ErrUnexpectedEOF // ReadResponse's body says EOF after
 	case err == io.EOF:
 		b.eof = true
+	case err == io.ErrUnexpectedEOF:
+		b.short = true
 	case err != nil && b.ctx.Err() != nil:
 		err = b.c.failed(b.ctx, err)
 	}

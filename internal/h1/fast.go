@@ -13,8 +13,8 @@ import (
 
 // readFast reads the response at the start of br's buffer when it is of
 // the common kind, and returns it as http.ReadResponse would, but for
-// its Body: an HTTP/1.1 answer to a GET, status 200 to 599 but 204 and
-// 304, its header block whole in the buffer and read by h1head, one
+// its Body: an HTTP/1.1 answer to a GET, its status 200 or more but 204
+// and 304, its header block whole in the buffer and read by h1head, one
 // Content-Length, no Transfer-Encoding, no Pragma (which ReadResponse
 // rewrites). Its Body is http.NoBody for a length of 0, else nil: the
 // caller reads ContentLength bytes from br (see body). Nil leaves br as
@@ -100,7 +100,9 @@ func decimal(s string) (int64, bool) {
 
 // readLength reads from br at most *remain bytes of a body of known
 // length, as net/http's body does: io.EOF with its last bytes, and
-// io.ErrUnexpectedEOF when the stream ends before them.
+// io.ErrUnexpectedEOF when the stream ends before them (and at every
+// read after: net/http's then says io.EOF, which body would take for a
+// body read whole).
 func readLength(br *bufio.Reader, remain *int64, p []byte) (int, error) {
 	if *remain == 0 {
 		return 0, io.EOF

@@ -3,7 +3,9 @@ package h1
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"testing"
@@ -52,6 +54,17 @@ func FuzzFastResponse(f *testing.F) {
 		wantBody, wantErr := io.ReadAll(want.Body)
 		if !bytes.Equal(gotBody, wantBody) || gotErr != wantErr {
 			t.Fatalf("%q: readFast's body %q, %v; ReadResponse's %q, %v", raw, gotBody, gotErr, wantBody, wantErr)
+		}
+		if got.Body == nil {
+			// A read after the end says the end again; after a short
+			// one, short again (where ReadResponse's says io.EOF).
+			end := io.EOF
+			if gotErr == io.ErrUnexpectedEOF {
+				end = gotErr
+			}
+			if _, err := readLength(fast, new(int64(got.ContentLength-int64(len(gotBody)))), make([]byte, 8)); err != end {
+				t.Fatalf("%q: a read after the body's end: %v; want %v", raw, err, end)
+			}
 		}
 		if (got.Body == http.NoBody) != (want.Body == http.NoBody) {
 			t.Fatalf("%q: readFast's body %T, ReadResponse's %T", raw, got.Body, want.Body)
@@ -135,5 +148,42 @@ func TestReadFastAllocations(t *testing.T) {
 	})
 	if allocs > 5 {
 		t.Errorf("%.0f allocations an answer; want at most 5", allocs)
+	}
+}
+
+// A body that ended short says so at every read after, on either path
+// (ReadResponse's own body says io.EOF then), and its connection is never
+// pooled.
+func TestShortBodyStaysShort(t *testing.T) {
+	for _, c := range []struct{ name, resp string }{
+		{"fast", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"},
+		{"net/http", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nPragma: x\r\n\r\nabc"}, // Pragma: ReadResponse's
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newRawServer(t, func(nc net.Conn, br *bufio.Reader) {
+				if _, err := http.ReadRequest(br); err == nil {
+					io.WriteString(nc, c.resp)
+				}
+			})
+			tr := newTransport(t, Config{})
+			resp, err := get(context.Background(), tr, s.URL+"/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadAll(resp.Body); err != io.ErrUnexpectedEOF {
+				t.Errorf("read to the end: %v; want %v", err, io.ErrUnexpectedEOF)
+			}
+			if _, err := resp.Body.Read(make([]byte, 8)); err != io.ErrUnexpectedEOF {
+				t.Errorf("read again: %v; want %v", err, io.ErrUnexpectedEOF)
+			}
+			resp.Body.Close()
+			p := tr.pool(resp.Request.URL.Host)
+			p.mu.Lock()
+			idle := len(p.idle)
+			p.mu.Unlock()
+			if idle != 0 {
+				t.Errorf("%d idle connections after a body that ended short; want 0", idle)
+			}
+		})
 	}
 }
