@@ -27,6 +27,7 @@ type exchange struct {
 	rt                  *route // the route that took it
 	req                 http.Request
 	url                 url.URL
+	fwd                 [3]string    // the values forwardedHeaders sets in req's header
 	hedge.RouteSteering              // its Route picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
 	started             bool         // the primary was picked (set on the handler's goroutine)
 	hedges              uint8        // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)
@@ -52,7 +53,7 @@ func (g *Gateway) newExchange(v *view, rt *route, r *http.Request, deadlineValue
 	*out = *r
 	x.url = targetURL(r)
 	out.URL = &x.url
-	out.Header = forwardedHeaders(r, v.cfg.TrustedHop)
+	out.Header = forwardedHeaders(r, v.cfg.TrustedHop, &x.fwd)
 	if deadlineValue != nil {
 		out.Header[rt.deadlineHeader] = deadlineValue // at most the time left as the primary is sent
 	} // else the deadline Transport writes it (forwardedHeaders dropped the client's)

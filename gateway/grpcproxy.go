@@ -380,7 +380,7 @@ func (g *Gateway) passGRPC(w http.ResponseWriter, r *http.Request, v *view, rt *
 	}
 	u := targetURL(r)
 	u.Scheme, u.Host = rt.pool.targets[i].Scheme, rt.pool.targets[i].Host
-	h := forwardedHeaders(r, v.cfg.TrustedHop)
+	h := forwardedHeaders(r, v.cfg.TrustedHop, new([3]string))
 	h["Te"] = teTrailers
 	delete(h, grpcTimeout) // rt.base writes what remains
 	out := (&http.Request{Method: http.MethodPost, URL: &u, Header: h, Body: r.Body, ContentLength: r.ContentLength,

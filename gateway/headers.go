@@ -92,8 +92,10 @@ func hasPrefixFold(s, prefix string) bool {
 // X-Forwarded-Proto. From a trusted hop, its X-Forwarded-For gets the
 // peer's address appended, and its X-Forwarded-Host and -Proto are kept
 // (set if it sent none); a header the hop names in Connection is its own,
-// and goes, as every hop-by-hop header does.
-func forwardedHeaders(r *http.Request, trusted bool) http.Header {
+// and goes, as every hop-by-hop header does. The values it sets are
+// slices of vals (the caller's: the exchange holds them, with no
+// allocation of their own).
+func forwardedHeaders(r *http.Request, trusted bool, vals *[3]string) http.Header {
 	h := make(http.Header, len(r.Header)+3)
 	connection := r.Header["Connection"]
 	for k, v := range r.Header {
@@ -116,7 +118,6 @@ func forwardedHeaders(r *http.Request, trusted bool) http.Header {
 	// told to expect a body that never comes may wait for it (nginx drops
 	// it too).
 	delete(h, "Expect")
-	vals := make([]string, 3) // one backing array for the three values
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := h["X-Forwarded-For"]; len(prior) > 0 { // trusted only
 			ip = strings.Join(prior, ", ") + ", " + ip

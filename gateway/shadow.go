@@ -77,7 +77,7 @@ func (g *Gateway) shadow(v *view, p *pool, r *http.Request, rt *readTrace) {
 	}
 	u := targetURL(r)
 	u.Scheme, u.Host = p.targets[i].Scheme, p.targets[i].Host
-	h := forwardedHeaders(r, v.cfg.TrustedHop)
+	h := forwardedHeaders(r, v.cfg.TrustedHop, new([3]string))
 	h[ShadowHeader] = shadowValue
 	h[deadline.Header] = v.shadowValue
 	base := g.base

@@ -536,7 +536,9 @@ func (c *conn) serveRequest(req *http.Request, t0 time.Time) (keep bool) {
 	// and a Done channel and a map of children once the engine derives
 	// its own context (see internal/opctx).
 	ctx := opctx.New(c.base)
-	req = req.WithContext(ctx)
+	// In place: req is this server's own, just read. (WithContext is
+	// inlined, so the copy it makes stays on the stack.)
+	*req = *req.WithContext(ctx)
 	w.req = req
 	watched := req.Body == http.NoBody
 	if watched {
