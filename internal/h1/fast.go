@@ -43,7 +43,7 @@ func readFast(br *bufio.Reader, req *http.Request) *http.Response {
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil
 	}
-	h, ok := h1head.Fields(fields)
+	h, ok := h1head.Fields(fields, responseLeft)
 	if !ok {
 		return nil
 	}
@@ -54,11 +54,6 @@ func readFast(br *bufio.Reader, req *http.Request) *http.Response {
 	length, ok := decimal(cl[0])
 	if !ok {
 		return nil
-	}
-	for _, k := range [...]string{"Transfer-Encoding", "Pragma"} {
-		if _, ok := h[k]; ok {
-			return nil
-		}
 	}
 	closes := httpguts.HeaderValuesContainsToken(h["Connection"], "close")
 	if closes {
@@ -81,6 +76,10 @@ func readFast(br *bufio.Reader, req *http.Request) *http.Response {
 	}
 	return resp
 }
+
+// responseLeft: the fields whose answers readFast leaves to
+// ReadResponse: chunked framing, and Pragma, which ReadResponse rewrites.
+var responseLeft = []string{"Transfer-Encoding", "Pragma"}
 
 // decimal parses s, 1 to 18 ASCII digits (ParseUint's range for a
 // Content-Length, and more than any body).

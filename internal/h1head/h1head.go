@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -71,9 +72,10 @@ func Line(s string) (line, rest string, ok bool) {
 // read otherwise or refuse: a line that starts with a space or tab (a
 // folded or malformed line), a name that is not a token (empty, a
 // space before the colon), a byte of a value that is not one (CR, LF,
-// other controls). Keys and values are substrings of s where their
-// text is s's.
-func Fields(s string) (h http.Header, ok bool) {
+// other controls), or a field whose canonical name is in refuse (what
+// the caller leaves to net/http: it stops there). Keys and values are
+// substrings of s where their text is s's.
+func Fields(s string, refuse []string) (h http.Header, ok bool) {
 	n := strings.Count(s, "\r\n")
 	h = make(http.Header, n)
 	// One slice cut up among the keys, as textproto does: most have one
@@ -91,6 +93,9 @@ func Fields(s string) (h http.Header, ok bool) {
 		}
 		value = textproto.TrimString(value)
 		key := textproto.CanonicalMIMEHeaderKey(name)
+		if slices.Contains(refuse, key) {
+			return nil, false
+		}
 		if vv, seen := h[key]; seen {
 			h[key] = append(vv, value)
 			continue

@@ -41,7 +41,7 @@ func TestLine(t *testing.T) {
 // keys' values in order, values trimmed of spaces and tabs; it refuses
 // what ReadMIMEHeader would read otherwise or refuse.
 func TestFields(t *testing.T) {
-	h, ok := Fields("host: h\r\nX-A: 1\r\nx-a:  2 \t\r\nX-Empty:\r\nX-Obs: \x80\xff\r\ncontent-TYPE: a/b\r\n")
+	h, ok := Fields("host: h\r\nX-A: 1\r\nx-a:  2 \t\r\nX-Empty:\r\nX-Obs: \x80\xff\r\ncontent-TYPE: a/b\r\n", nil)
 	want := http.Header{"Host": {"h"}, "X-A": {"1", "2"}, "X-Empty": {""}, "X-Obs": {"\x80\xff"}, "Content-Type": {"a/b"}}
 	if !ok || !reflect.DeepEqual(h, want) {
 		t.Errorf("Fields = %q, %v; want %q", h, ok, want)
@@ -59,8 +59,12 @@ func TestFields(t *testing.T) {
 		"A\x80: v\r\n",         // a name not a token
 		"A: 1\r\nB: 2",         // a line without its CRLF
 	} {
-		if _, ok := Fields(s); ok {
+		if _, ok := Fields(s, nil); ok {
 			t.Errorf("Fields(%q) taken; want it left to net/http", s)
 		}
+	}
+	// A field the caller refuses stops it, whatever the name's case.
+	if _, ok := Fields("A: 1\r\ntransfer-encoding: chunked\r\n", []string{"Transfer-Encoding"}); ok {
+		t.Error("a refused field taken")
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // readFast reads the request at the start of br's buffer when it is of
 // the common kind, and returns it as http.ReadRequest would: an HTTP/1.1
-// request for a path, its header block whole in the buffer and read by
+// GET or HEAD for a path, its header block whole in the buffer and read by
 // h1head, one Host field, no body announced (no Content-Length or
 // Transfer-Encoding), no Pragma (which ReadRequest rewrites). Nil leaves
 // br as it was, for ReadRequest: its answer and its errors stand for
@@ -27,7 +27,9 @@ func readFast(br *bufio.Reader) *http.Request {
 	}
 	method, rest, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
-	if !ok1 || !ok2 || proto != "HTTP/1.1" || !h1head.IsToken(method) || method == "CONNECT" || method == "PRI" ||
+	// GET and HEAD: the others nearly always carry a body (a search's
+	// POST), which ReadRequest would read again.
+	if !ok1 || !ok2 || proto != "HTTP/1.1" || method != http.MethodGet && method != http.MethodHead ||
 		target == "" || target[0] != '/' {
 		return nil
 	}
@@ -35,18 +37,13 @@ func readFast(br *bufio.Reader) *http.Request {
 	if err != nil {
 		return nil
 	}
-	h, ok := h1head.Fields(fields)
+	h, ok := h1head.Fields(fields, requestLeft)
 	if !ok {
 		return nil
 	}
 	host := h["Host"]
 	if len(host) != 1 {
 		return nil
-	}
-	for _, k := range [...]string{"Content-Length", "Transfer-Encoding", "Pragma"} {
-		if _, ok := h[k]; ok {
-			return nil
-		}
 	}
 	delete(h, "Host")
 	br.Discard(n)
@@ -63,3 +60,7 @@ func readFast(br *bufio.Reader) *http.Request {
 		Close:      httpguts.HeaderValuesContainsToken(h["Connection"], "close"),
 	}
 }
+
+// requestLeft: the fields whose requests readFast leaves to ReadRequest:
+// a body's framing, and Pragma, which ReadRequest rewrites.
+var requestLeft = []string{"Content-Length", "Transfer-Encoding", "Pragma"}

@@ -55,6 +55,8 @@ var fastTaken = []string{
 }
 
 var fastLeft = []string{
+	"POST /search HTTP/1.1\r\nHost: h\r\n\r\n",
+	"DELETE /a HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
 	"GET /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 	"GET /a HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
