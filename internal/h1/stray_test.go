@@ -51,7 +51,8 @@ func (s *scripted) transport(t *testing.T) *Transport {
 }
 
 // answerThen answers each request with its path as the body, and then,
-// after gap, writes stray: a response nobody asked for.
+// after gap, writes stray: a response nobody asked for. With no gap, the
+// stray goes in the answer's own write: it comes with the answer.
 func answerThen(gap time.Duration, stray string) func(net.Conn, *bufio.Reader) {
 	return func(c net.Conn, br *bufio.Reader) {
 		for {
@@ -60,10 +61,14 @@ func answerThen(gap time.Duration, stray string) func(net.Conn, *bufio.Reader) {
 				return
 			}
 			p := req.URL.Path
-			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+itoa(len(p))+"\r\n\r\n"+p); err != nil {
+			answer := "HTTP/1.1 200 OK\r\nContent-Length: " + itoa(len(p)) + "\r\n\r\n" + p
+			if gap == 0 {
+				answer += stray
+			}
+			if _, err := io.WriteString(c, answer); err != nil {
 				return
 			}
-			if stray != "" {
+			if stray != "" && gap > 0 {
 				time.Sleep(gap)
 				io.WriteString(c, stray)
 			}
@@ -149,6 +154,7 @@ func TestBytesAfterAnswerNotReused(t *testing.T) {
 			if b, err := bodyOf(tr, p); b != p {
 				t.Fatalf("%s: %q, %v", p, b, err)
 			}
+			synctest.Wait() // the backend's goroutine is back reading: whatever it wrote is on its way
 		}
 		if n := s.dialled.Load(); n != 2 {
 			t.Errorf("%d dials; want 2", n)
