@@ -27,7 +27,7 @@ type exchange struct {
 	rt                  *route // the route that took it
 	req                 http.Request
 	url                 url.URL
-	fwd                 [3]string    // the values forwardedHeaders sets in req's header
+	fwd                 [3]string    // the values forwardedHeaders sets in req's header (attempts still out may read them: an exchange is never reused)
 	hedge.RouteSteering              // its Route picks each attempt's replica (a key's owners first, a tied twin), holds its ticket
 	started             bool         // the primary was picked (set on the handler's goroutine)
 	hedges              uint8        // hedges admitted, so sent (under the engine's lock; read once RoundTripWith returns)

@@ -302,14 +302,16 @@ func (b *body) Read(p []byte) (int, error) {
 		n, err = readLength(b.c.br, &b.remain, p)
 	}
 	switch {
-	case err == io.EOF && b.short:
-		err = io.ErrUnexpectedEOF // ReadResponse's body says EOF after
-	case err == io.EOF:
+	case err == io.EOF && !b.short:
 		b.eof = true
+		return n, err
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF // ReadResponse's body says EOF after a short end
 	case err == io.ErrUnexpectedEOF:
 		b.short = true
-	case err != nil && b.ctx.Err() != nil:
-		err = b.c.failed(b.ctx, err)
+	}
+	if err != nil && b.ctx.Err() != nil {
+		err = b.c.failed(b.ctx, err) // a body cut short by the cancellation says so
 	}
 	return n, err
 }

@@ -13,7 +13,7 @@ import (
 
 // readFast reads the response at the start of br's buffer when it is of
 // the common kind, and returns it as http.ReadResponse would, but for
-// its Body: an HTTP/1.1 answer to a GET, its status 200 or more but 204
+// its Body: an HTTP/1.1 answer to a GET ("" included), its status 200 or more but 204
 // and 304, its header block whole in the buffer and read by h1head, one
 // Content-Length, no Transfer-Encoding, no Pragma (which ReadResponse
 // rewrites). Its Body is http.NoBody for a length of 0, else nil: the
@@ -22,7 +22,7 @@ import (
 // everything else (FuzzFastResponse checks both ways on arbitrary
 // bytes).
 func readFast(br *bufio.Reader, req *http.Request) *http.Response {
-	if req.Method != http.MethodGet {
+	if req.Method != http.MethodGet && req.Method != "" {
 		return nil // HEAD's answer has no body whatever its length says
 	}
 	line, fields, n := h1head.Peek(br)
