@@ -30,17 +30,11 @@ func readFast(br *bufio.Reader, req *http.Request) *http.Response {
 		return nil
 	}
 	status, ok := strings.CutPrefix(line, "HTTP/1.1 ")
-	if !ok || len(status) < 3 || len(status) > 3 && status[3] != ' ' || !h1head.ValidText(status) {
-		return nil
+	if !ok || len(status) < 3 || len(status) > 3 && status[3] != ' ' || !httpguts.ValidHeaderFieldValue(status) {
+		return nil // (a reason is held to a field value's bytes)
 	}
-	code := 0
-	for _, d := range []byte(status[:3]) {
-		if d < '0' || d > '9' {
-			return nil
-		}
-		code = code*10 + int(d-'0')
-	}
-	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+	code, ok := decimal(status[:3])
+	if !ok || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil
 	}
 	h, ok := h1head.Fields(fields, responseLeft)
@@ -62,7 +56,7 @@ func readFast(br *bufio.Reader, req *http.Request) *http.Response {
 	br.Discard(n)
 	resp := &http.Response{
 		Status:        status,
-		StatusCode:    code,
+		StatusCode:    int(code),
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,

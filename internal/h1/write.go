@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tailgate-dev/tailgate/internal/h1head"
+	"golang.org/x/net/http/httpguts"
 )
 
 // defaultUserAgent is what net/http sends for a request without a
@@ -26,15 +26,15 @@ const maxSortedKeys = 32
 // bytes. Nothing is written for a refused request, so its connection
 // stays usable.
 func checkRequest(req *http.Request) error {
-	if req.Method != "" && !h1head.IsToken(req.Method) {
+	if req.Method != "" && !httpguts.ValidHeaderFieldName(req.Method) { // a token, as net/http's validMethod
 		return fmt.Errorf("h1: invalid method %q", req.Method)
 	}
 	for k, vv := range req.Header {
-		if !h1head.IsToken(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("h1: invalid header field name %q", k)
 		}
 		for _, v := range vv {
-			if !validValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				// Not the value: it may be a secret.
 				return fmt.Errorf("h1: invalid header field value for %q", k)
 			}
@@ -142,7 +142,7 @@ func writeField(w *bufio.Writer, k, v string) {
 }
 
 // trim removes leading and trailing ASCII white space, as
-// textproto.TrimString does (values hold no CR or LF: see validValue).
+// textproto.TrimString does (values hold no CR or LF: see checkRequest).
 func trim(s string) string {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
@@ -180,16 +180,7 @@ func alnumAnd(extra string) (t [256]bool) {
 	return t
 }
 
-// validValue reports whether v holds no control byte but tab.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
+// hasCTL reports whether s holds a control byte.
 func hasCTL(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if b := s[i]; b < ' ' || b == 0x7f {

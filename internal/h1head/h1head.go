@@ -21,13 +21,15 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
-// Block returns the length of the header block at the start of b,
+// block returns the length of the header block at the start of b,
 // through the CRLF of its empty line, when b holds it whole; 0 when it
-// does not. A block with any other line end is not seen as whole: Fields
-// and the start-line parsers refuse a lone CR or LF within it.
-func Block(b []byte) int {
+// does not. A block with any other line end is not seen as whole: line,
+// Fields and the start-line parsers refuse a lone CR or LF within it.
+func block(b []byte) int {
 	i := bytes.Index(b, crlfcrlf)
 	if i < 0 {
 		return 0
@@ -44,21 +46,21 @@ var crlfcrlf = []byte("\r\n\r\n")
 // both, which keys and values are cut from.
 func Peek(br *bufio.Reader) (start, fields string, n int) {
 	b, _ := br.Peek(br.Buffered())
-	n = Block(b)
+	n = block(b)
 	if n == 0 {
 		return "", "", 0
 	}
-	start, fields, ok := Line(string(b[:n-2])) // the empty line left out
+	start, fields, ok := line(string(b[:n-2])) // the empty line left out
 	if !ok {
 		return "", "", 0
 	}
 	return start, fields, n
 }
 
-// Line cuts s at its first CRLF: the line before it and what follows.
+// line cuts s at its first CRLF: the line before it and what follows.
 // ok is false when s has no CRLF, or a lone LF before it (where net/http
 // would end the line sooner).
-func Line(s string) (line, rest string, ok bool) {
+func line(s string) (l, rest string, ok bool) {
 	i := strings.Index(s, "\r\n")
 	if i < 0 || strings.IndexByte(s[:i], '\n') >= 0 {
 		return "", "", false
@@ -82,13 +84,14 @@ func Fields(s string, refuse []string) (h http.Header, ok bool) {
 	// value.
 	strs := make([]string, n)
 	for s != "" {
-		line, rest, ok := Line(s)
+		l, rest, ok := line(s)
 		if !ok {
 			return nil, false
 		}
 		s = rest
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || !IsToken(name) || !ValidText(value) {
+		// textproto's rules for names and values are httpguts'.
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
 			return nil, false
 		}
 		value = textproto.TrimString(value)
@@ -106,48 +109,4 @@ func Fields(s string, refuse []string) (h http.Header, ok bool) {
 		h[key] = vv
 	}
 	return h, true
-}
-
-// IsToken reports whether s is a non-empty token (RFC 9110 §5.6.2): a
-// method, a field name.
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tokenByte[s[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var tokenByte = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-// validValueByte is textproto's rule for a field value's bytes: visible
-// ASCII, space, tab, and any byte from 0x80 (obs-text).
-func validValueByte(c byte) bool {
-	return c >= 0x20 && c != 0x7f || c == '\t'
-}
-
-// ValidText reports whether every byte of s could be in a field value
-// (textproto's rule; a status line's reason is held to the same).
-func ValidText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !validValueByte(s[i]) {
-			return false
-		}
-	}
-	return true
 }

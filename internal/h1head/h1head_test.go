@@ -10,7 +10,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestBlock(t *testing.T) {
+func TestBlockEnd(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want int
@@ -20,19 +20,19 @@ func TestBlock(t *testing.T) {
 		{"GET / HTTP/1.1\nHost: h\n\n", 0},
 		{"\r\n\r\n", 4},
 	} {
-		if got := Block([]byte(c.in)); got != c.want {
-			t.Errorf("Block(%q) = %d; want %d", c.in, got, c.want)
+		if got := block([]byte(c.in)); got != c.want {
+			t.Errorf("block(%q) = %d; want %d", c.in, got, c.want)
 		}
 	}
 }
 
-func TestLine(t *testing.T) {
-	if line, rest, ok := Line("a b\r\nc\r\n"); !ok || line != "a b" || rest != "c\r\n" {
-		t.Errorf("Line: %q %q %v", line, rest, ok)
+func TestLineCut(t *testing.T) {
+	if line, rest, ok := line("a b\r\nc\r\n"); !ok || line != "a b" || rest != "c\r\n" {
+		t.Errorf("line: %q %q %v", line, rest, ok)
 	}
 	for _, s := range []string{"a\nb\r\n", "a b", "a\rb"} {
-		if _, _, ok := Line(s); ok {
-			t.Errorf("Line(%q) ok; want a lone LF or no CRLF refused", s)
+		if _, _, ok := line(s); ok {
+			t.Errorf("line(%q) ok; want a lone LF or no CRLF refused", s)
 		}
 	}
 }
