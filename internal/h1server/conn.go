@@ -145,21 +145,8 @@ func (c *conn) serve() {
 			c.s.setState(c.nc, http.StateActive)
 		}
 		t0 := time.Now()
-		if !first && !c.headerBuffered() {
-			// Set even without a limit: the last request's handler, or
-			// the end of its watch, may have left one. Not needed when
-			// the whole header block is here already (nearly always: it
-			// came in one piece), since reading it then reads nothing
-			// from the connection; moving a deadline costs a timer's
-			// change, each request.
-			var end time.Time
-			if d := c.s.readHeaderTimeout(); d > 0 {
-				end = t0.Add(d)
-			}
-			c.nc.SetReadDeadline(end)
-		}
+		req, err := c.readRequest(first, t0)
 		first = false
-		req, err := c.readRequest()
 		if err != nil {
 			c.answerError(err)
 			return
@@ -251,7 +238,15 @@ func (e statusError) Error() string { return http.StatusText(e.code) + ": " + e.
 // readRequest reads a request's header block and checks it as net/http's
 // server does after http.ReadRequest, and more strictly where RFC 9112
 // asks: an HTTP/1.0 request with a Transfer-Encoding is refused.
-func (c *conn) readRequest() (*http.Request, error) {
+//
+// first says it is the connection's first (its header's deadline was set
+// as it was waited for, and stands); the request arrived at t0. For a
+// later one the deadline is set (even without a limit: the last request's
+// handler, or the end of its watch, may have left one) only when its
+// header block is not whole in the buffer already: else reading it reads
+// nothing from the connection, and nearly every block comes in one piece
+// (moving a deadline costs a timer's change, each request).
+func (c *conn) readRequest(first bool, t0 time.Time) (*http.Request, error) {
 	if req := readFast(c.br); req != nil {
 		// Nothing read from the connection, and nothing more to check
 		// but its Host (its fields were checked as they were read).
@@ -265,6 +260,13 @@ func (c *conn) readRequest() (*http.Request, error) {
 		}
 		req.RemoteAddr = c.remote
 		return req, nil
+	}
+	if !first && !c.headerBuffered() {
+		var end time.Time
+		if d := c.s.readHeaderTimeout(); d > 0 {
+			end = t0.Add(d)
+		}
+		c.nc.SetReadDeadline(end)
 	}
 	return c.readRequestStd()
 }
