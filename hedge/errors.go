@@ -34,11 +34,6 @@ var (
 	// one. Only when every attempt ended so is it returned.
 	ErrNotAnAnswer = errors.New("hedge: not an answer")
 
-	// ErrBudgetExhausted is the reason a wanted hedge was not sent because the
-	// duplicate-work budget had no credit left. It is reported through
-	// Receipt and Observer, never returned by Do: the primary still answers.
-	ErrBudgetExhausted = errors.New("hedge: budget exhausted")
-
 	// ErrInvalid wraps every configuration error returned by New,
 	// NewBudget, NewTransport and ParseDelay.
 	ErrInvalid = errors.New("hedge: invalid policy")
