@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/latency"
+	"github.com/tailgate-dev/tailgate/internal/latency"
 )
 
 // gateCounts counts, per slot of the gate's window, the operations, those

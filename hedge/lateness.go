@@ -3,7 +3,7 @@ package hedge
 import (
 	"time"
 
-	"github.com/tailgate-dev/tailgate/latency"
+	"github.com/tailgate-dev/tailgate/internal/latency"
 )
 
 // lateness is how late hedge-delay timers fire in this process: the

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/latency"
+	"github.com/tailgate-dev/tailgate/internal/latency"
 )
 
 // Limits and defaults of a Policy.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/latency"
+	"github.com/tailgate-dev/tailgate/internal/latency"
 )
 
 func TestPolicyDefaults(t *testing.T) {

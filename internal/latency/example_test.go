@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tailgate-dev/tailgate/latency"
+	"github.com/tailgate-dev/tailgate/internal/latency"
 )
 
 func Example() {
