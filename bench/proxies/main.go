@@ -9,6 +9,7 @@
 //	        -cpuprofile gw.pprof -profile-after 2s -profile-for 10s
 //	proxies gateway -listen 127.0.0.1:18085 -backend http://127.0.0.1:18081,http://127.0.0.1:18082 \
 //	        -attempts 1 -debug 127.0.0.1:18095
+//	proxies bare -listen 127.0.0.1:18086 -backend http://127.0.0.1:18081
 //
 // With -debug, the gateway mode serves net/http/pprof (curl
 // .../debug/pprof/trace?seconds=2 for a runtime trace; with -contention,
@@ -45,6 +46,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/gateway"
+	"github.com/tailgate-dev/tailgate/internal/h1"
 	"github.com/tailgate-dev/tailgate/internal/h1server"
 )
 
@@ -115,6 +117,24 @@ func main() {
 			log.Fatal(h.Serve(ln))
 		}
 		log.Fatal(srv.Serve(ln))
+	case "bare":
+		// The floor under the gateway: its own client-facing server and
+		// backend client (internal/h1server, internal/h1) joined by a
+		// handler that forwards the request as it came and copies the
+		// answer back: no engine, no steering, no limits, no added
+		// headers, no checks. Not a proxy to deploy; what Go and these
+		// two packages cost on their own (docs/performance.md).
+		u := backendURL(*backend)
+		t, err := h1.New(h1.Config{MaxIdlePerHost: 256})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		h := h1server.Like(&http.Server{ReadHeaderTimeout: 5 * time.Second}, bareHandler(t, u))
+		log.Fatal(h.Serve(ln))
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}
@@ -126,6 +146,29 @@ func main() {
 }
 
 var quiet = log.New(io.Discard, "", 0)
+
+// bareHandler forwards each request to backend through t as it came (the
+// client's header shared, not copied) and copies the answer back.
+func bareHandler(t http.RoundTripper, backend *url.URL) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := &http.Request{
+			Method: r.Method, URL: &url.URL{Scheme: backend.Scheme, Host: backend.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery},
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: r.Header, Host: backend.Host,
+		}
+		out = out.WithContext(r.Context())
+		resp, err := t.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	})
+}
 
 func backendURL(s string) *url.URL {
 	u, err := url.Parse(s)
