@@ -33,7 +33,7 @@ import (
 // goes back in gRPC's terms, its trailers forwarded, the gateway's own
 // refusals and failures as gRPC statuses (grpcWriter). A hedge carries
 // grpc-previous-rpc-attempts, as gRPC's own hedging (A6), beside the
-// hedge mark (Tailgate-Hedge, which is hedgegrpc.HedgeKey as metadata).
+// hedge mark (Tailgate-Hedge, which is hedgegrpc's tailgate-hedge metadata).
 // Every other call under the route (a stream, a write, a method not
 // listed) is proxied once, unhedged, streaming both ways (passGRPC).
 

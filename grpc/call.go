@@ -226,7 +226,7 @@ func (k *call) attempt(ctx context.Context, a hedge.Attempt) (*answer, error) {
 	return ans, ans.err
 }
 
-// hedgeValues are the values of HedgeKey and PreviousAttemptsKey, by
+// hedgeValues are the values of hedgeKey and previousAttemptsKey, by
 // attempt index.
 var hedgeValues = [hedge.MaxAttemptsCap]string{"0", "1", "2", "3", "4"}
 
@@ -239,10 +239,10 @@ func (k *call) stamp(ctx context.Context, a hedge.Attempt) context.Context {
 	n := 0
 	switch {
 	case a.Index > 0:
-		kv[0], kv[1], kv[2], kv[3] = PreviousAttemptsKey, hedgeValues[a.Index], HedgeKey, hedgeValues[a.Index]
+		kv[0], kv[1], kv[2], kv[3] = previousAttemptsKey, hedgeValues[a.Index], hedgeKey, hedgeValues[a.Index]
 		n = 4
 	case k.mark != "":
-		kv[0], kv[1] = HedgeKey, k.mark
+		kv[0], kv[1] = hedgeKey, k.mark
 		n = 2
 	}
 	if k.rep != nil {

@@ -17,12 +17,12 @@ import (
 // Cross-server cancellation goes over gRPC, between the ports the servers
 // already serve: tied.Server sends each cancel as an HTTP request to its
 // peer's cancel endpoint through its CancelTransport, which here is
-// cancelSender, a call of CancelMethod on the peer; the peer's Server
+// cancelSender, a call of cancelMethod on the peer; the peer's Server
 // serves that method by handing tied.Server's cancel endpoint the same
 // request. The protocol's rules (allow-listed peers, token, bounds,
 // outcomes) stay tied's, in one place.
 
-// Register registers the Server's cancel method (CancelMethod) on a
+// Register registers the Server's cancel method (cancelMethod) on a
 // grpc.Server, so that its peers can cancel the copies queued here.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	r.RegisterService(&cancelService, s)
@@ -47,7 +47,7 @@ var cancelService = grpc.ServiceDesc{
 			if ic == nil {
 				return c.serveCancel(ctx, in)
 			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: CancelMethod}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: cancelMethod}
 			return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
 				return c.serveCancel(ctx, req.(*wrapperspb.StringValue))
 			})
@@ -59,7 +59,7 @@ var cancelService = grpc.ServiceDesc{
 // serveCancel applies a peer's cancel through tied.Server's endpoint.
 func (s *Server) serveCancel(ctx context.Context, tie *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	h := make(http.Header, 1)
-	if tok := metadata.ValueFromIncomingContext(ctx, TieTokenKey); len(tok) > 0 {
+	if tok := metadata.ValueFromIncomingContext(ctx, tieTokenKey); len(tok) > 0 {
 		h[tied.TokenHeader] = tok
 	}
 	u := &url.URL{Path: tied.DefaultCancelPath, RawQuery: "tie=" + tie.GetValue()}
@@ -76,7 +76,7 @@ func (s *Server) serveCancel(ctx context.Context, tie *wrapperspb.StringValue) (
 }
 
 // cancelSender is tied.Server's CancelTransport: it sends each cancel as a
-// call of CancelMethod to the peer, and answers as the peer's endpoint
+// call of cancelMethod to the peer, and answers as the peer's endpoint
 // would have.
 type cancelSender struct{ s *Server }
 
@@ -88,11 +88,11 @@ func (cs cancelSender) RoundTrip(req *http.Request) (*http.Response, error) {
 	tie, _ := strings.CutPrefix(req.URL.RawQuery, "tie=")
 	ctx := req.Context()
 	if tok := req.Header.Get(tied.TokenHeader); tok != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, TieTokenKey, tok)
+		ctx = metadata.AppendToOutgoingContext(ctx, tieTokenKey, tok)
 	}
 	out := new(wrapperspb.StringValue)
 	code := http.StatusNoContent
-	if err := conn.Invoke(ctx, CancelMethod, wrapperspb.String(tie), out); err != nil {
+	if err := conn.Invoke(ctx, cancelMethod, wrapperspb.String(tie), out); err != nil {
 		switch status.Code(err) {
 		case codes.PermissionDenied:
 			code = http.StatusForbidden

@@ -82,17 +82,17 @@ func TestHedgeMetadata(t *testing.T) {
 		synctest.Wait()
 		var primaries, hedges int
 		for _, md := range append(a.metadata(), b.metadata()...) {
-			prev := md.Get(PreviousAttemptsKey)
+			prev := md.Get(previousAttemptsKey)
 			if isHedgeMD(md) {
 				hedges++
-				if v := md.Get(HedgeKey); len(v) != 1 || v[0] != "1" || len(prev) != 1 || prev[0] != "1" {
-					t.Errorf("hedge carries %s=%q %s=%q, want 1 and 1", HedgeKey, v, PreviousAttemptsKey, prev)
+				if v := md.Get(hedgeKey); len(v) != 1 || v[0] != "1" || len(prev) != 1 || prev[0] != "1" {
+					t.Errorf("hedge carries %s=%q %s=%q, want 1 and 1", hedgeKey, v, previousAttemptsKey, prev)
 				}
 				continue
 			}
 			primaries++
 			if len(prev) != 0 {
-				t.Errorf("primary carries %s=%q, want none", PreviousAttemptsKey, prev)
+				t.Errorf("primary carries %s=%q, want none", previousAttemptsKey, prev)
 			}
 		}
 		if primaries != 1 || hedges != 1 {
@@ -109,7 +109,7 @@ func TestPrimaryKeepsIncomingMark(t *testing.T) {
 		a := n.add("a:1", fast)
 		c := mustClient(t, Config{Policy: hedge.Policy{Delay: 10 * time.Millisecond}, Methods: []string{getMethod}})
 		cc := n.conn([]string{"a:1"}, interceptor(c))
-		in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(HedgeKey, "1"))
+		in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(hedgeKey, "1"))
 		if !IsHedge(in) {
 			t.Fatal("IsHedge of a context whose incoming call is a hedge is false")
 		}
@@ -379,7 +379,7 @@ func TestPassThrough(t *testing.T) {
 			t.Errorf("%d unary calls, %d streams, %d receipts; want 1, 1, 0", a.calls.Load(), a.streams.Load(), receipts)
 		}
 		for _, md := range a.metadata() {
-			if isHedgeMD(md) || len(md.Get(PreviousAttemptsKey)) > 0 {
+			if isHedgeMD(md) || len(md.Get(previousAttemptsKey)) > 0 {
 				t.Errorf("a call passed through carries hedge metadata: %v", md)
 			}
 		}

@@ -25,7 +25,7 @@
 //     and is returned as it is. With no winner, the last attempt's status
 //     is returned; when the caller's context ends, Canceled or
 //     DeadlineExceeded.
-//   - A hedge carries HedgeKey (its index) and PreviousAttemptsKey (the
+//   - A hedge carries hedgeKey (its index) and previousAttemptsKey (the
 //     attempts before it), as gRPC's hedging design (A6) says. Deadlines are
 //     gRPC's own; no hedge is sent that the remaining time cannot cover.
 //   - Each hedged call has a hedge.Receipt (Config.OnReceipt, OnReceipt).

@@ -232,6 +232,6 @@ func mustClient(t testing.TB, cfg Config) *Client {
 
 // isHedgeMD reports whether incoming metadata md marks a hedge.
 func isHedgeMD(md metadata.MD) bool {
-	v := md.Get(HedgeKey)
+	v := md.Get(hedgeKey)
 	return len(v) > 0 && v[0] != "" && v[0] != "0"
 }

@@ -13,49 +13,51 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Metadata keys.
+// The metadata keys of the wire protocol, documented as strings in
+// docs/library.md (gRPC) for servers in any language; a Go server asks
+// IsHedge, and a client Dropped.
 const (
-	// HedgeKey marks a hedge attempt with its index (1 for the first
+	// hedgeKey marks a hedge attempt with its index (1 for the first
 	// hedge): hedge.HedgeHeader's meaning, in gRPC metadata, so servers may
 	// deprioritise or count duplicate work (see Server). A primary carries
 	// it only if the call it is made for (the incoming call of the
 	// context) carried it: a hedge from an earlier hop stays marked.
-	HedgeKey = "tailgate-hedge"
+	hedgeKey = "tailgate-hedge"
 
-	// PreviousAttemptsKey is carried by every hedge with the number of
+	// previousAttemptsKey is carried by every hedge with the number of
 	// attempts sent before it, as gRPC's hedging design (A6) says.
-	PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+	previousAttemptsKey = "grpc-previous-rpc-attempts"
 
-	// TieKey and TiePeerKey carry a tied copy's tie identity and its twin's
+	// tieKey and tiePeerKey carry a tied copy's tie identity and its twin's
 	// server (host:port), as tied.TieHeader and tied.PeerHeader do over
-	// HTTP. TieTokenKey carries ServerConfig.CancelToken on cancels.
-	TieKey      = "tailgate-tie"
-	TiePeerKey  = "tailgate-tie-peer"
-	TieTokenKey = "tailgate-tie-token"
+	// HTTP. tieTokenKey carries ServerConfig.CancelToken on cancels.
+	tieKey      = "tailgate-tie"
+	tiePeerKey  = "tailgate-tie-peer"
+	tieTokenKey = "tailgate-tie-token"
 
-	// ShadowKey marks a shadow call: a duplicate of an answered call sent
+	// shadowKey marks a shadow call: a duplicate of an answered call sent
 	// to a replica on probation only to measure it (see ReplicasConfig).
-	ShadowKey = "tailgate-shadow"
+	shadowKey = "tailgate-shadow"
 )
 
-// ErrorDomain and ReasonTieDropped make up the errdetails.ErrorInfo that a
+// errorDomain and reasonTieDropped make up the errdetails.ErrorInfo that a
 // Server attaches to its answer to a tied copy it dropped because its twin
 // started on another server (status Unavailable). Dropped tells such
 // answers apart; they are never the result of a tied call.
 const (
-	ErrorDomain      = "tailgate.dev"
-	ReasonTieDropped = "TIE_DROPPED"
+	errorDomain      = "tailgate.dev"
+	reasonTieDropped = "TIE_DROPPED"
 )
 
 // IsHedge reports whether the incoming call of ctx, on a server, is marked
-// as a hedge (HedgeKey with a value other than "" or "0").
+// as a hedge (hedgeKey with a value other than "" or "0").
 func IsHedge(ctx context.Context) bool {
 	return incomingMark(ctx) != ""
 }
 
 // incomingMark returns the hedge mark of ctx's incoming call, or "".
 func incomingMark(ctx context.Context) string {
-	v := metadata.ValueFromIncomingContext(ctx, HedgeKey)
+	v := metadata.ValueFromIncomingContext(ctx, hedgeKey)
 	if len(v) == 0 || v[0] == "" || v[0] == "0" {
 		return ""
 	}
@@ -83,7 +85,7 @@ func Dropped(err error) bool {
 		return false
 	}
 	for _, d := range st.Details() {
-		if e, ok := d.(*errdetails.ErrorInfo); ok && e.GetDomain() == ErrorDomain && e.GetReason() == ReasonTieDropped {
+		if e, ok := d.(*errdetails.ErrorInfo); ok && e.GetDomain() == errorDomain && e.GetReason() == reasonTieDropped {
 			return true
 		}
 	}
@@ -97,7 +99,7 @@ var errDropped = fmt.Errorf("hedgegrpc: copy dropped for its twin: %w", hedge.Er
 // is tied.DroppedQueued or tied.DroppedOnArrival.
 func droppedStatus(when string) *status.Status {
 	st, err := status.New(codes.Unavailable, "hedgegrpc: tied copy dropped ("+when+"): its twin started on another server").
-		WithDetails(&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: ReasonTieDropped, Metadata: map[string]string{"when": when}})
+		WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reasonTieDropped, Metadata: map[string]string{"when": when}})
 	if err != nil {
 		panic(err) // an ErrorInfo always marshals
 	}

@@ -51,13 +51,13 @@ type ReplicasConfig struct {
 	// Replica.Probation.Enabled, a replica on probation gets only shadow
 	// calls: after a hedged call succeeds, a copy of its request goes to a
 	// replica on probation that is due one, in the background, marked
-	// with ShadowKey and HedgeKey, its answer discarded. Shadows copy
+	// with shadowKey and hedgeKey, its answer discarded. Shadows copy
 	// hedged methods only, which are idempotent by declaration.
 	Replica replica.Config
 
 	// Tied sends tied calls instead of hedges: every hedged call sends a
 	// second copy TiedDelay after the first, to another replica, each copy
-	// naming its twin's server (TieKey, TiePeerKey); the replicas' Server
+	// naming its twin's server (tieKey, tiePeerKey); the replicas' Server
 	// interceptors cancel the queued twin when a copy starts. It needs at
 	// least two targets named host:port, and overrides Policy as
 	// tied.Transport does: a fixed delay, two attempts, no budget, gate or
@@ -295,7 +295,7 @@ func (r *Replicas) shadow(method string, req, reply proto.Message) {
 		defer func() { <-r.slots }()
 		ctx, cancel := context.WithTimeout(r.ctx, r.shadowTimeout)
 		defer cancel()
-		ctx = metadata.AppendToOutgoingContext(ctx, ShadowKey, "1", HedgeKey, "1")
+		ctx = metadata.AppendToOutgoingContext(ctx, shadowKey, "1", hedgeKey, "1")
 		err := r.conns[i].Invoke(ctx, method, req, out)
 		r.set.Done(t, outcome(ctx, err), time.Now())
 	}()
@@ -332,7 +332,7 @@ func (p *replicaCall) tieMetadata(a hedge.Attempt, kv []string) int {
 	if a.Index == 0 {
 		twin, _ = p.Route.Twin()
 	}
-	kv[0], kv[1], kv[2], kv[3] = TieKey, p.tie, TiePeerKey, p.r.names[twin]
+	kv[0], kv[1], kv[2], kv[3] = tieKey, p.tie, tiePeerKey, p.r.names[twin]
 	return 4
 }
 

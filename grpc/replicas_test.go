@@ -126,7 +126,7 @@ func TestReplicasProbationShadows(t *testing.T) {
 		synctest.Wait()
 		shadows := 0
 		for _, md := range slow.metadata()[before:] {
-			if len(md.Get(ShadowKey)) == 0 || !isHedgeMD(md) {
+			if len(md.Get(shadowKey)) == 0 || !isHedgeMD(md) {
 				t.Errorf("a call to the replica on probation is not a marked shadow: %v", md)
 			}
 			shadows++

@@ -33,15 +33,15 @@ type ServerConfig struct {
 	QueueLimit int
 
 	// NoHedgePriority serves queued calls in arrival order. By default
-	// calls marked with HedgeKey (hedges, second copies of tied calls)
+	// calls marked with hedgeKey (hedges, second copies of tied calls)
 	// wait until no unmarked call waits, so that duplicate work never
 	// delays a first copy.
 	NoHedgePriority bool
 
 	// Peers is the allow-list of the servers that may hold the twins of
 	// the tied copies this server receives, as host:port (what clients
-	// name in TiePeerKey: ReplicasConfig's Target.Name). Cancels go only to
-	// these, as calls of CancelMethod; a copy naming another server is
+	// name in tiePeerKey: ReplicasConfig's Target.Name). Cancels go only to
+	// these, as calls of cancelMethod; a copy naming another server is
 	// served untied. Empty means every call is served untied.
 	Peers []string
 
@@ -50,8 +50,8 @@ type ServerConfig struct {
 	PeerDialOptions []grpc.DialOption
 
 	// CancelToken, when non-empty, is a secret the peers share: cancels
-	// carry it (TieTokenKey), and CancelMethod refuses those that do not
-	// (PermissionDenied). Without it, CancelMethod trusts whoever reaches
+	// carry it (tieTokenKey), and cancelMethod refuses those that do not
+	// (PermissionDenied). Without it, cancelMethod trusts whoever reaches
 	// it: anyone who can call it and knows a tie can drop that tie's
 	// queued copy (the twin, already running, still answers).
 	CancelToken string
@@ -72,11 +72,11 @@ type ServerConfig struct {
 	RememberFor  time.Duration
 }
 
-// CancelMethod is the full name of the method over which Servers cancel
+// cancelMethod is the full name of the method over which Servers cancel
 // each other's queued copies: its request is the tie
 // (wrapperspb.StringValue), its reply the outcome (tied.CancelDropped,
 // tied.CancelStarted or tied.CancelRemembered).
-const CancelMethod = "/tailgate.tied.v1.Tie/Cancel"
+const cancelMethod = "/tailgate.tied.v1.Tie/Cancel"
 
 // Server is the server side of hedged and tied unary calls: a bounded
 // queue in front of a bounded pool of workers, in which calls marked as
@@ -158,12 +158,12 @@ func (s *Server) closePeers() {
 func (s *Server) Stats() tied.Stats { return s.ts.Stats() }
 
 // UnaryServerInterceptor returns the interceptor that runs every unary
-// call but CancelMethod through the Server's queue and workers:
+// call but cancelMethod through the Server's queue and workers:
 //
 //   - A call gets a worker at once if one is free and nobody waits;
 //     otherwise it waits (hedge-marked calls behind the others). A full
 //     queue answers Unavailable.
-//   - A tied copy (TieKey, and TiePeerKey naming one of Peers) that gets a
+//   - A tied copy (tieKey, and tiePeerKey naming one of Peers) that gets a
 //     worker sends a cancel for its tie to its twin's server; a copy
 //     dropped for its twin is answered Unavailable with an ErrorInfo that
 //     Dropped recognises, and never runs.
@@ -176,14 +176,14 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 }
 
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod == CancelMethod {
+	if info.FullMethod == cancelMethod {
 		return handler(ctx, req)
 	}
 	c := &serverCall{ctx: ctx, req: req, handler: handler}
 	var h http.Header
 	mark := incomingMark(ctx)
-	tie := metadata.ValueFromIncomingContext(ctx, TieKey)
-	peer := metadata.ValueFromIncomingContext(ctx, TiePeerKey)
+	tie := metadata.ValueFromIncomingContext(ctx, tieKey)
+	peer := metadata.ValueFromIncomingContext(ctx, tiePeerKey)
 	if mark != "" || len(tie) > 0 || len(peer) > 0 {
 		h = make(http.Header, 3)
 		if mark != "" {
@@ -210,8 +210,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 // which concern this hop only.
 func withoutTie(ctx context.Context) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx) // a copy
-	delete(md, TieKey)
-	delete(md, TiePeerKey)
+	delete(md, tieKey)
+	delete(md, tiePeerKey)
 	return metadata.NewIncomingContext(ctx, md)
 }
 

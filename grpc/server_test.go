@@ -51,7 +51,7 @@ func queued(ctx context.Context, cc grpc.ClientConnInterface, key string) chan e
 }
 
 func hedgeCtx() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), HedgeKey, "1")
+	return metadata.AppendToOutgoingContext(context.Background(), hedgeKey, "1")
 }
 
 func newTestServer(t testing.TB, cfg ServerConfig) *Server {
@@ -201,7 +201,7 @@ func tiedPair(t *testing.T, n *network, token string) (servers [2]*Server, backe
 }
 
 // A tied call queues a copy on each server; the copy that starts first
-// has its twin dropped from the other server's queue, over CancelMethod.
+// has its twin dropped from the other server's queue, over cancelMethod.
 // The client gets the running copy's answer, never the dropped one's.
 func TestTiedCallDropsQueuedTwin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -253,7 +253,7 @@ func TestTiedCallDropsQueuedTwin(t *testing.T) {
 			}
 		}
 		for _, md := range backends[0].metadata()[1:] {
-			if len(md.Get(TieKey))+len(md.Get(TiePeerKey)) > 0 {
+			if len(md.Get(tieKey))+len(md.Get(tiePeerKey)) > 0 {
 				t.Errorf("the handler saw tie metadata %v", md)
 			}
 		}
@@ -267,22 +267,22 @@ func TestCancelMethodRefusals(t *testing.T) {
 		n.addServer("a:1", fast, s)
 		cc := n.direct("a:1")
 		out := new(wrapperspb.StringValue)
-		if err := cc.Invoke(context.Background(), CancelMethod, wrapperspb.String("T1"), out); status.Code(err) != codes.PermissionDenied {
+		if err := cc.Invoke(context.Background(), cancelMethod, wrapperspb.String("T1"), out); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("cancel without the token: %v, want PermissionDenied", err)
 		}
-		ctx := metadata.AppendToOutgoingContext(context.Background(), TieTokenKey, "secret")
-		if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String("bad tie&x=1"), out); status.Code(err) != codes.InvalidArgument {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), tieTokenKey, "secret")
+		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("bad tie&x=1"), out); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("cancel of a malformed tie: %v, want InvalidArgument", err)
 		}
-		if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tied.CancelRemembered {
+		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tied.CancelRemembered {
 			t.Errorf("cancel: %v %q, want %q", err, out.Value, tied.CancelRemembered)
 		}
 		// The tie remembered, its copy is dropped on arrival.
-		tctx := metadata.AppendToOutgoingContext(context.Background(), TieKey, "T1", TiePeerKey, "127.0.0.1:9")
+		tctx := metadata.AppendToOutgoingContext(context.Background(), tieKey, "T1", tiePeerKey, "127.0.0.1:9")
 		s2 := newTestServer(t, ServerConfig{Peers: []string{"127.0.0.1:9"}, PeerDialOptions: n.dialOptions()})
 		b2 := n.addServer("b:1", fast, s2)
 		c2 := n.direct("b:1")
-		if err := c2.Invoke(ctx, CancelMethod, wrapperspb.String("T1"), out); err != nil {
+		if err := c2.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil {
 			t.Fatal(err)
 		}
 		_, err := get(tctx, c2, "k")
