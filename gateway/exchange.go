@@ -10,7 +10,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/h1"
-	"github.com/tailgate-dev/tailgate/tied"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 )
 
 // exchange is one proxied read as the hedging engine sees it: the request
@@ -129,7 +129,7 @@ func (x *exchange) Pick(a hedge.Attempt, used []int) (int, error) {
 	case a.Index == 0:
 		x.started = true
 		if x.Route.Tied(0) {
-			x.tieID = tied.NewTie()
+			x.tieID = tiedwire.NewTie()
 			x.g.metrics.tiedCopy(0)
 		}
 	default:

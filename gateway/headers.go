@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tailgate-dev/tailgate/deadline"
-	"github.com/tailgate-dev/tailgate/tied"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 )
 
 // hopHeaders are meaningful for one connection only (RFC 9110 §7.6.1) and
@@ -110,8 +110,8 @@ func forwardedHeaders(r *http.Request, trusted bool, vals *[3]string) http.Heade
 	// for failures. The time left is the gateway's to write (see
 	// newExchange and shadow): a client's value only shortens the
 	// request's deadline (see serve).
-	delete(h, tied.TieHeader)
-	delete(h, tied.PeerHeader)
+	delete(h, tiedwire.TieHeader)
+	delete(h, tiedwire.PeerHeader)
 	delete(h, deadline.Header)
 	// A read carries no body: an expectation of one (100-continue) is
 	// the client's to the gateway, met or refused there, and a replica

@@ -9,8 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/discovery"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/replica"
-	"github.com/tailgate-dev/tailgate/tied"
 )
 
 // metrics holds the gateway's Prometheus series in a registry of its own.
@@ -118,10 +118,10 @@ func byLabel(vec *prometheus.CounterVec, values []string) map[string]prometheus.
 func (m *metrics) tiedCopy(i int)             { m.tiedCopies[i].Inc() }
 func (m *metrics) tiedRequest(outcome string) { m.tiedRequests[outcome].Inc() }
 
-// tiedDrop counts a dropped answer by its tied.DroppedHeader value.
+// tiedDrop counts a dropped answer by its tiedwire.DroppedHeader value.
 func (m *metrics) tiedDrop(when string) {
-	if when != tied.DroppedOnArrival {
-		when = tied.DroppedQueued // the only other value a tied.Server sends
+	if when != tiedwire.DroppedOnArrival {
+		when = tiedwire.DroppedQueued // the only other value a tied.Server sends
 	}
 	m.tiedDropped[when].Inc()
 }
@@ -132,7 +132,7 @@ type tiedTally struct {
 	FirstCopies  int64 `json:"firstCopies"`
 	SecondCopies int64 `json:"secondCopies"`
 	// DroppedQueued and DroppedOnArrival count answers dropped for their
-	// twin, by tied.DroppedHeader.
+	// twin, by tiedwire.DroppedHeader.
 	DroppedQueued    int64 `json:"droppedQueued"`
 	DroppedOnArrival int64 `json:"droppedOnArrival"`
 	// Requests counts reads by outcome: first, second, retry, untied,
@@ -148,8 +148,8 @@ func (m *metrics) tied() tiedTally {
 	}
 	c := tiedTally{
 		FirstCopies: counterInt(m.tiedCopies[0]), SecondCopies: counterInt(m.tiedCopies[1]),
-		DroppedQueued:    counterInt(m.tiedDropped[tied.DroppedQueued]),
-		DroppedOnArrival: counterInt(m.tiedDropped[tied.DroppedOnArrival]),
+		DroppedQueued:    counterInt(m.tiedDropped[tiedwire.DroppedQueued]),
+		DroppedOnArrival: counterInt(m.tiedDropped[tiedwire.DroppedOnArrival]),
 		Requests:         map[string]int64{},
 	}
 	for _, o := range tiedOutcomes {

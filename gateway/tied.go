@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -33,7 +34,7 @@ var tiedOutcomes = []string{tiedFirst, tiedSecond, tiedRetry, tiedUntied, tiedFa
 // Labels of tailgate_tied_copies_total and tailgate_tied_dropped_total.
 var (
 	tiedCopies  = []string{"first", "second"}
-	tiedDropped = []string{tied.DroppedQueued, tied.DroppedOnArrival}
+	tiedDropped = []string{tiedwire.DroppedQueued, tiedwire.DroppedOnArrival}
 )
 
 // tiedPolicy sets p up for tied requests as cfg asks: the delay, two
@@ -84,11 +85,11 @@ func (x *exchange) stampTie(a hedge.Attempt, out *http.Request) {
 		if a.Index == 0 {
 			peer, _ = x.Route.Twin()
 		}
-		h[tied.TieHeader] = []string{x.tieID}
-		h[tied.PeerHeader] = []string{x.rt.pool.origins[peer]}
+		h[tiedwire.TieHeader] = []string{x.tieID}
+		h[tiedwire.PeerHeader] = []string{x.rt.pool.origins[peer]}
 	case a.Index > 0:
-		delete(h, tied.TieHeader)
-		delete(h, tied.PeerHeader)
+		delete(h, tiedwire.TieHeader)
+		delete(h, tiedwire.PeerHeader)
 	}
 }
 
@@ -101,7 +102,7 @@ func (x *exchange) tiedDone(a hedge.Attempt, resp *http.Response) {
 		x.first.Store(resp)
 	}
 	if tied.Dropped(resp) {
-		x.g.metrics.tiedDrop(resp.Header.Get(tied.DroppedHeader))
+		x.g.metrics.tiedDrop(resp.Header.Get(tiedwire.DroppedHeader))
 	}
 }
 

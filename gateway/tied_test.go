@@ -15,6 +15,7 @@ import (
 	"github.com/tailgate-dev/tailgate/deadline"
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/memnet"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -126,8 +127,8 @@ func TestTiedCopiesCrossedHeaders(t *testing.T) {
 		defer g.Close()
 		start := time.Now()
 		r := httptest.NewRequest(http.MethodGet, "/item?id=7", nil)
-		r.Header.Set(tied.TieHeader, "client-tie")
-		r.Header.Set(tied.PeerHeader, "http://evil.test")
+		r.Header.Set(tiedwire.TieHeader, "client-tie")
+		r.Header.Set(tiedwire.PeerHeader, "http://evil.test")
 		w := httptest.NewRecorder()
 		g.ServeHTTP(w, r)
 		if took := time.Since(start); w.Code != 200 || took != 10*time.Millisecond {
@@ -144,20 +145,20 @@ func TestTiedCopiesCrossedHeaders(t *testing.T) {
 		if len(p) != 1 || len(s) != 1 {
 			t.Fatalf("primary ran %d, twin %d; want one copy each", len(p), len(s))
 		}
-		id := p[0].hdr.Get(tied.TieHeader)
-		if !tied.ValidTie(id) || id == "client-tie" || len(p[0].hdr[tied.TieHeader]) != 1 {
-			t.Errorf("first copy's tie %q", p[0].hdr[tied.TieHeader])
+		id := p[0].hdr.Get(tiedwire.TieHeader)
+		if !tiedwire.ValidTie(id) || id == "client-tie" || len(p[0].hdr[tiedwire.TieHeader]) != 1 {
+			t.Errorf("first copy's tie %q", p[0].hdr[tiedwire.TieHeader])
 		}
-		if got := p[0].hdr[tied.PeerHeader]; len(got) != 1 || got[0] != "http://"+twin {
+		if got := p[0].hdr[tiedwire.PeerHeader]; len(got) != 1 || got[0] != "http://"+twin {
 			t.Errorf("first copy names peer %q, want http://%s", got, twin)
 		}
 		if p[0].hdr.Get(hedge.HedgeHeader) != "" || !p[0].at.Equal(start) || p[0].canceled {
 			t.Errorf("first copy: hedge mark %q, sent after %v, canceled %v", p[0].hdr.Get(hedge.HedgeHeader), p[0].at.Sub(start), p[0].canceled)
 		}
-		if got := s[0].hdr[tied.TieHeader]; len(got) != 1 || got[0] != id {
+		if got := s[0].hdr[tiedwire.TieHeader]; len(got) != 1 || got[0] != id {
 			t.Errorf("second copy's tie %q, want the first's %q", got, id)
 		}
-		if got := s[0].hdr[tied.PeerHeader]; len(got) != 1 || got[0] != "http://"+primary {
+		if got := s[0].hdr[tiedwire.PeerHeader]; len(got) != 1 || got[0] != "http://"+primary {
 			t.Errorf("second copy names peer %q, want http://%s", got, primary)
 		}
 		if s[0].hdr.Get(hedge.HedgeHeader) != "1" || s[0].at.Sub(start) != tied.DefaultDelay {
@@ -368,8 +369,8 @@ func TestTiedDroppedNeverWins(t *testing.T) {
 		net := new(memnet.Transport)
 		dropper := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			memnet.Sleep(r.Context(), 2*time.Millisecond) // both copies are out by then
-			if r.Header.Get(tied.TieHeader) != "" {
-				w.Header().Set(tied.DroppedHeader, tied.DroppedQueued)
+			if r.Header.Get(tiedwire.TieHeader) != "" {
+				w.Header().Set(tiedwire.DroppedHeader, tiedwire.DroppedQueued)
 				w.WriteHeader(http.StatusOK)
 				io.WriteString(w, "dropped")
 				return
@@ -499,7 +500,7 @@ func TestTiedFailureSendsSecondUntied(t *testing.T) {
 				}
 			}
 		}
-		if first.hdr.Get(tied.TieHeader) == "" {
+		if first.hdr.Get(tiedwire.TieHeader) == "" {
 			t.Fatalf("a's first copy untied: %v", first.hdr)
 		}
 		var second *tiedSeen
@@ -511,7 +512,7 @@ func TestTiedFailureSendsSecondUntied(t *testing.T) {
 		if second == nil {
 			t.Fatalf("no second copy sent to b at once after a's failure")
 		}
-		if second.hdr.Get(tied.TieHeader) != "" || second.hdr.Get(tied.PeerHeader) != "" {
+		if second.hdr.Get(tiedwire.TieHeader) != "" || second.hdr.Get(tiedwire.PeerHeader) != "" {
 			t.Errorf("second copy after a failure: %v, want it untied", second.hdr)
 		}
 		if c := tiedCounts(g); c.Requests[tiedRetry] != 1 {
@@ -536,7 +537,7 @@ func TestTiedBounds(t *testing.T) {
 	sent := func(apps map[string]*tiedApp) (tiedCopies, untied int) {
 		for _, a := range apps {
 			for _, r := range a.requests() {
-				if r.hdr.Get(tied.TieHeader) != "" {
+				if r.hdr.Get(tiedwire.TieHeader) != "" {
 					tiedCopies++
 				} else {
 					untied++
@@ -755,15 +756,15 @@ func TestClientTieHeadersNotForwarded(t *testing.T) {
 		}
 		defer g.Close()
 		r := httptest.NewRequest(http.MethodGet, "/x", nil)
-		r.Header.Set(tied.TieHeader, "client-tie")
-		r.Header.Set(tied.PeerHeader, "http://b.test")
+		r.Header.Set(tiedwire.TieHeader, "client-tie")
+		r.Header.Set(tiedwire.PeerHeader, "http://b.test")
 		r.Header.Set("X-Other", "kept")
 		w := httptest.NewRecorder()
 		g.ServeHTTP(w, r)
 		net.Wait()
 		got := app.requests()
 		if w.Code != 200 || len(got) != 1 || got[0].hdr.Get("X-Other") != "kept" ||
-			len(got[0].hdr[tied.TieHeader]) != 0 || len(got[0].hdr[tied.PeerHeader]) != 0 {
+			len(got[0].hdr[tiedwire.TieHeader]) != 0 || len(got[0].hdr[tiedwire.PeerHeader]) != 0 {
 			t.Errorf("%d, replica saw %+v", w.Code, got)
 		}
 	})
@@ -940,7 +941,7 @@ func TestTiedFailureAfterDropIsNamed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := new(memnet.Transport)
 		dropper := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set(tied.DroppedHeader, tied.DroppedQueued)
+			w.Header().Set(tiedwire.DroppedHeader, tiedwire.DroppedQueued)
 			w.WriteHeader(http.StatusServiceUnavailable)
 		})
 		net.Handle("a.test", dropper)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -60,7 +61,7 @@ var cancelService = grpc.ServiceDesc{
 func (s *Server) serveCancel(ctx context.Context, tie *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	h := make(http.Header, 1)
 	if tok := metadata.ValueFromIncomingContext(ctx, tieTokenKey); len(tok) > 0 {
-		h[tied.TokenHeader] = tok
+		h[tiedwire.TokenHeader] = tok
 	}
 	u := &url.URL{Path: tied.DefaultCancelPath, RawQuery: "tie=" + tie.GetValue()}
 	r := (&http.Request{Method: http.MethodPost, URL: u, Header: h}).WithContext(ctx)
@@ -68,7 +69,7 @@ func (s *Server) serveCancel(ctx context.Context, tie *wrapperspb.StringValue) (
 	s.h.ServeHTTP(&c, r)
 	switch c.code {
 	case http.StatusNoContent:
-		return wrapperspb.String(c.hdr.Get(tied.CancelOutcomeHeader)), nil
+		return wrapperspb.String(c.hdr.Get(tiedwire.CancelOutcomeHeader)), nil
 	case http.StatusForbidden:
 		return nil, status.Error(codes.PermissionDenied, "hedgegrpc: cancel token missing or wrong")
 	}
@@ -87,7 +88,7 @@ func (cs cancelSender) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	tie, _ := strings.CutPrefix(req.URL.RawQuery, "tie=")
 	ctx := req.Context()
-	if tok := req.Header.Get(tied.TokenHeader); tok != "" {
+	if tok := req.Header.Get(tiedwire.TokenHeader); tok != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, tieTokenKey, tok)
 	}
 	out := new(wrapperspb.StringValue)
@@ -107,7 +108,7 @@ func (cs cancelSender) RoundTrip(req *http.Request) (*http.Response, error) {
 		Proto: "HTTP/2.0", ProtoMajor: 2,
 	}
 	if code == http.StatusNoContent {
-		resp.Header.Set(tied.CancelOutcomeHeader, out.GetValue())
+		resp.Header.Set(tiedwire.CancelOutcomeHeader, out.GetValue())
 	}
 	return resp, nil
 }

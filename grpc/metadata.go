@@ -29,7 +29,7 @@ const (
 	previousAttemptsKey = "grpc-previous-rpc-attempts"
 
 	// tieKey and tiePeerKey carry a tied copy's tie identity and its twin's
-	// server (host:port), as tied.TieHeader and tied.PeerHeader do over
+	// server (host:port), as tiedwire.TieHeader and tiedwire.PeerHeader do over
 	// HTTP. tieTokenKey carries ServerConfig.CancelToken on cancels.
 	tieKey      = "tailgate-tie"
 	tiePeerKey  = "tailgate-tie-peer"
@@ -96,7 +96,7 @@ func Dropped(err error) bool {
 var errDropped = fmt.Errorf("hedgegrpc: copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
 
 // droppedStatus is a Server's answer to a copy dropped for its twin; when
-// is tied.DroppedQueued or tied.DroppedOnArrival.
+// is tiedwire.DroppedQueued or tiedwire.DroppedOnArrival.
 func droppedStatus(when string) *status.Status {
 	st, err := status.New(codes.Unavailable, "hedgegrpc: tied copy dropped ("+when+"): its twin started on another server").
 		WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reasonTieDropped, Metadata: map[string]string{"when": when}})

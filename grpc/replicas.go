@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 	"google.golang.org/grpc"
@@ -317,7 +318,7 @@ type replicaCall struct {
 func (p *replicaCall) Pick(a hedge.Attempt, used []int) (int, error) {
 	i, err := p.RouteSteering.Pick(a, used)
 	if err == nil && a.Index == 0 && p.Route.Tied(0) {
-		p.tie = tied.NewTie()
+		p.tie = tiedwire.NewTie()
 	}
 	return i, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/target"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -74,8 +75,8 @@ type ServerConfig struct {
 
 // cancelMethod is the full name of the method over which Servers cancel
 // each other's queued copies: its request is the tie
-// (wrapperspb.StringValue), its reply the outcome (tied.CancelDropped,
-// tied.CancelStarted or tied.CancelRemembered).
+// (wrapperspb.StringValue), its reply the outcome (tiedwire.CancelDropped,
+// tiedwire.CancelStarted or tiedwire.CancelRemembered).
 const cancelMethod = "/tailgate.tied.v1.Tie/Cancel"
 
 // Server is the server side of hedged and tied unary calls: a bounded
@@ -190,11 +191,11 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			h[hedge.HedgeHeader] = []string{mark}
 		}
 		if len(tie)+len(peer) > 0 {
-			h[tied.TieHeader] = tie
+			h[tiedwire.TieHeader] = tie
 			for i := range peer {
 				peer[i] = "http://" + peer[i] // a copy: ours to change
 			}
-			h[tied.PeerHeader] = peer
+			h[tiedwire.PeerHeader] = peer
 			c.ctx = withoutTie(ctx)
 		}
 	}
@@ -255,16 +256,16 @@ func (c *serverCall) Write(b []byte) (int, error) {
 }
 
 var (
-	droppedQueued    = droppedStatus(tied.DroppedQueued)
-	droppedOnArrival = droppedStatus(tied.DroppedOnArrival)
+	droppedQueued    = droppedStatus(tiedwire.DroppedQueued)
+	droppedOnArrival = droppedStatus(tiedwire.DroppedOnArrival)
 )
 
 // refusal is the status of a call tied.Server answered without running it.
 func (c *serverCall) refusal() error {
 	switch {
-	case c.hdr.Get(tied.DroppedHeader) == tied.DroppedOnArrival:
+	case c.hdr.Get(tiedwire.DroppedHeader) == tiedwire.DroppedOnArrival:
 		return droppedOnArrival.Err()
-	case c.hdr.Get(tied.DroppedHeader) != "":
+	case c.hdr.Get(tiedwire.DroppedHeader) != "":
 		return droppedQueued.Err()
 	case c.code == http.StatusGatewayTimeout:
 		return status.Error(codes.DeadlineExceeded, "hedgegrpc: deadline passed while queued")

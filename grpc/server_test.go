@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
-	"github.com/tailgate-dev/tailgate/tied"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -274,8 +274,8 @@ func TestCancelMethodRefusals(t *testing.T) {
 		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("bad tie&x=1"), out); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("cancel of a malformed tie: %v, want InvalidArgument", err)
 		}
-		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tied.CancelRemembered {
-			t.Errorf("cancel: %v %q, want %q", err, out.Value, tied.CancelRemembered)
+		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tiedwire.CancelRemembered {
+			t.Errorf("cancel: %v %q, want %q", err, out.Value, tiedwire.CancelRemembered)
 		}
 		// The tie remembered, its copy is dropped on arrival.
 		tctx := metadata.AppendToOutgoingContext(context.Background(), tieKey, "T1", tiePeerKey, "127.0.0.1:9")

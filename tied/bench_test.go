@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -60,8 +61,8 @@ func BenchmarkServerTied(b *testing.B) {
 	reqs := make([]*http.Request, 4096)
 	for i := range reqs {
 		reqs[i], _ = http.NewRequest("GET", "http://a/x", nil)
-		reqs[i].Header.Set(tied.TieHeader, "bench-"+strconv.Itoa(i))
-		reqs[i].Header.Set(tied.PeerHeader, "http://peer")
+		reqs[i].Header.Set(tiedwire.TieHeader, "bench-"+strconv.Itoa(i))
+		reqs[i].Header.Set(tiedwire.PeerHeader, "http://peer")
 	}
 	w := &discard{h: http.Header{}}
 	b.ReportAllocs()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/internal/upgrade"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) deliver(tie, u string) bool {
 		return false
 	}
 	if s.token != "" {
-		req.Header.Set(TokenHeader, s.token)
+		req.Header.Set(tiedwire.TokenHeader, s.token)
 	}
 	resp, err := s.cancelRT.RoundTrip(req)
 	if err != nil {

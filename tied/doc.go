@@ -12,10 +12,10 @@
 // hedge engine.
 //
 // The contract:
-//   - A tied copy carries TieHeader (1-64 of A-Z a-z 0-9 - . _ ~) and
-//     PeerHeader (its twin's server). Cancels are POST <peer>CancelPath,
-//     answered 204 with CancelOutcomeHeader: dropped, started or remembered.
-//   - A dropped copy is answered 503 with DroppedHeader (queued or
+//   - A tied copy carries Tailgate-Tie (1-64 of A-Z a-z 0-9 - . _ ~) and
+//     Tailgate-Tie-Peer (its twin's server). Cancels are POST <peer>CancelPath,
+//     answered 204 with Tailgate-Tie-Cancel: dropped, started or remembered.
+//   - A dropped copy is answered 503 with Tailgate-Tie-Dropped (queued or
 //     arrival); it is not a result, and Dropped tells such answers apart.
 //     The Transport never takes one as a winner.
 //   - A Server sends cancels only to the peers in ServerConfig.Peers; a copy

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -21,7 +22,7 @@ func (s scriptedBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer close(s.bDone)
 		return &http.Response{
 			StatusCode: http.StatusServiceUnavailable, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header:  http.Header{tied.DroppedHeader: {tied.DroppedQueued}},
+			Header:  http.Header{tiedwire.DroppedHeader: {tiedwire.DroppedQueued}},
 			Body:    io.NopCloser(strings.NewReader("")),
 			Request: req,
 		}, nil

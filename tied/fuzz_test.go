@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -32,8 +33,8 @@ func FuzzTieHeaders(f *testing.F) {
 		defer s.Close()
 		h := s.Handler(noop)
 		req := httptest.NewRequest("GET", "http://a/x", nil)
-		req.Header[tied.TieHeader] = []string{tie}
-		req.Header[tied.PeerHeader] = []string{peer}
+		req.Header[tiedwire.TieHeader] = []string{tie}
+		req.Header[tiedwire.PeerHeader] = []string{peer}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		s.Shutdown(t.Context())
@@ -41,7 +42,7 @@ func FuzzTieHeaders(f *testing.F) {
 		if rec.Code != 200 || st.Tied+st.Untied != 1 || st.Dequeued != 1 {
 			t.Fatalf("%q %q: %d %+v", tie, peer, rec.Code, st)
 		}
-		if st.Tied == 1 && (!tied.ValidTie(tie) || sent != 1) {
+		if st.Tied == 1 && (!tiedwire.ValidTie(tie) || sent != 1) {
 			t.Fatalf("%q %q tied, %d cancels", tie, peer, sent)
 		}
 		if st.Tied == 0 && sent != 0 {
@@ -52,7 +53,7 @@ func FuzzTieHeaders(f *testing.F) {
 		creq.URL.RawQuery = query
 		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, creq)
-		valid := strings.HasPrefix(query, "tie=") && tied.ValidTie(query[4:])
+		valid := strings.HasPrefix(query, "tie=") && tiedwire.ValidTie(query[4:])
 		if want := map[bool]int{true: 204, false: 400}[valid]; rec.Code != want {
 			t.Fatalf("cancel ?%q: %d, want %d", query, rec.Code, want)
 		}

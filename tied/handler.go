@@ -9,6 +9,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/jsonerr"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 )
 
 // Handler returns middleware that serves the cancel endpoint at CancelPath
@@ -19,16 +20,16 @@ import (
 //     otherwise it waits in the queue (hedge-marked requests behind the
 //     others, unless NoHedgePriority). A full queue answers 503 with
 //     Retry-After: 1.
-//   - A tied copy (valid TieHeader, PeerHeader in Peers) that gets a
+//   - A tied copy (valid Tailgate-Tie, Tailgate-Tie-Peer in Peers) that gets a
 //     worker sends, asynchronously, a cancel for its tie to its peer; it
 //     runs whatever becomes of that message.
 //   - A tied copy dropped for its twin, queued or on arrival, is answered
-//     503 with DroppedHeader and never reaches next.
+//     503 with Tailgate-Tie-Dropped and never reaches next.
 //   - A queued request whose context ends (its client left, or a deadline
 //     passed) leaves the queue and is not run: 504 after a deadline, 503
 //     otherwise (the client is usually gone and sees nothing).
 //
-// next sees the request without TieHeader and PeerHeader, under the
+// next sees the request without Tailgate-Tie and Tailgate-Tie-Peer, under the
 // request's own context, which net/http cancels when the client goes.
 func (s *Server) Handler(next http.Handler) http.Handler {
 	if next == nil {
@@ -63,13 +64,13 @@ func (s *Server) classify(r *http.Request, e *entry) {
 	if hv := r.Header[hedge.HedgeHeader]; len(hv) > 0 && hv[0] != "" && hv[0] != "0" {
 		e.hedge = true
 	}
-	tv, pv := r.Header[TieHeader], r.Header[PeerHeader]
+	tv, pv := r.Header[tiedwire.TieHeader], r.Header[tiedwire.PeerHeader]
 	if len(tv) == 0 && len(pv) == 0 {
 		s.c.untied.Add(1)
 		return
 	}
 	e.marked = true
-	if len(tv) != 1 || len(pv) != 1 || !ValidTie(tv[0]) || len(pv[0]) > maxPeerLen {
+	if len(tv) != 1 || len(pv) != 1 || !tiedwire.ValidTie(tv[0]) || len(pv[0]) > maxPeerLen {
 		s.c.invalidTie.Add(1)
 		s.c.untied.Add(1)
 		return
@@ -105,7 +106,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, e *entry) bool {
 				s.memory.forget(e.tie)
 				s.mu.Unlock()
 				s.c.droppedOnArrival.Add(1)
-				writeDropped(w, DroppedOnArrival)
+				writeDropped(w, tiedwire.DroppedOnArrival)
 				return false
 			}
 		}
@@ -198,7 +199,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, e *entry) bool {
 		}
 		return true
 	case stateDropped:
-		writeDropped(w, DroppedQueued)
+		writeDropped(w, tiedwire.DroppedQueued)
 	default: // stateDisplaced, counted when it happened
 		writeFull(w)
 	}
@@ -216,8 +217,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, e *entry, next http
 		// Tie headers concern this hop only.
 		r = r.WithContext(r.Context())
 		r.Header = r.Header.Clone()
-		delete(r.Header, TieHeader)
-		delete(r.Header, PeerHeader)
+		delete(r.Header, tiedwire.TieHeader)
+		delete(r.Header, tiedwire.PeerHeader)
 	}
 	next.ServeHTTP(w, r)
 }
@@ -267,7 +268,7 @@ func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "tied: cancel takes POST")
 		return
 	}
-	if s.token != "" && !tokenOK(r.Header[TokenHeader], s.token) {
+	if s.token != "" && !tokenOK(r.Header[tiedwire.TokenHeader], s.token) {
 		s.c.cancelsRefused.Add(1)
 		writeError(w, http.StatusForbidden, "tied: cancel token missing or wrong")
 		return
@@ -280,7 +281,7 @@ func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	s.c.cancelsRecv.Add(1)
 	outcome := s.cancel(tie, time.Now())
-	w.Header().Set(CancelOutcomeHeader, outcome)
+	w.Header().Set(tiedwire.CancelOutcomeHeader, outcome)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -294,29 +295,29 @@ func (s *Server) cancel(tie string, now time.Time) string {
 			e.state = stateDropped
 			e.ready <- struct{}{}
 			s.c.droppedByTwin.Add(1)
-			return CancelDropped
+			return tiedwire.CancelDropped
 		}
 		s.c.bothExecuted.Add(1)
-		return CancelStarted
+		return tiedwire.CancelStarted
 	}
 	switch k, ok := s.memory.get(tie, now); {
 	case ok && k == memoFinished:
 		// Counted once: a repeated cancel leaves a tombstone instead.
 		s.memory.forget(tie)
 		s.c.bothExecuted.Add(1)
-		return CancelStarted
+		return tiedwire.CancelStarted
 	case ok: // already a tombstone
-		return CancelRemembered
+		return tiedwire.CancelRemembered
 	}
 	s.memory.add(tie, memoTombstone, now)
-	return CancelRemembered
+	return tiedwire.CancelRemembered
 }
 
 // tieParam extracts the tie from a query that must be exactly "tie=<id>".
-// The id needs no unescaping: ValidTie allows unreserved characters only.
+// The id needs no unescaping: a tie identity holds unreserved characters only.
 func tieParam(q string) (string, bool) {
 	tie, ok := strings.CutPrefix(q, "tie=")
-	return tie, ok && ValidTie(tie)
+	return tie, ok && tiedwire.ValidTie(tie)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -325,7 +326,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 func writeDropped(w http.ResponseWriter, when string) {
-	w.Header().Set(DroppedHeader, when)
+	w.Header().Set(tiedwire.DroppedHeader, when)
 	writeError(w, http.StatusServiceUnavailable, "tied: copy dropped ("+when+"): its twin started on another server")
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/memnet"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -154,7 +155,7 @@ func (c *cluster) cancelMsg(host, query string, hdr ...string) *http.Response {
 }
 
 func tieHeaders(tie, peer string) []string {
-	return []string{tied.TieHeader, tie, tied.PeerHeader, peer}
+	return []string{tiedwire.TieHeader, tie, tiedwire.PeerHeader, peer}
 }
 
 func hedgeMark() []string { return []string{hedge.HedgeHeader, "1"} }

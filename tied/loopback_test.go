@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -175,8 +176,8 @@ func TestLoopbackUnreachableTwin(t *testing.T) {
 	for _, peer := range []string{holeURL, refusedURL} {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/x", nil)
-		req.Header.Set(tied.TieHeader, tied.NewTie())
-		req.Header.Set(tied.PeerHeader, peer)
+		req.Header.Set(tiedwire.TieHeader, tiedwire.NewTie())
+		req.Header.Set(tiedwire.PeerHeader, peer)
 		resp, err := http.DefaultClient.Do(req)
 		cancel()
 		if err != nil {

@@ -43,7 +43,7 @@ type ServerConfig struct {
 	// copies this server receives: base URLs ("http://10.0.0.2:8080"),
 	// canonicalised as a hedge.Transport's targets are (lower-case scheme and host,
 	// no default port) and without a path. A Server sends cancel messages
-	// only to these, at <peer><CancelPath>: a request whose PeerHeader
+	// only to these, at <peer><CancelPath>: a request whose Tailgate-Tie-Peer
 	// names any other address is served untied (counted in UnknownPeer),
 	// so that a client cannot make the server send requests to an address
 	// of its choosing. Empty means every request is served untied.
@@ -55,7 +55,7 @@ type ServerConfig struct {
 	CancelPath string
 
 	// CancelToken, when non-empty, is a secret shared by the peers: cancel
-	// messages carry it in TokenHeader, and the endpoint refuses those
+	// messages carry it in Tailgate-Tie-Token, and the endpoint refuses those
 	// that do not (403). Without it the endpoint trusts whoever reaches
 	// it, so it must be reachable from the internal network only: anyone
 	// who can call it and knows a tie identity can drop that tie's queued
@@ -153,11 +153,11 @@ type Stats struct {
 	// tie headers, and those whose tie was refused (UnknownPeer,
 	// InvalidTie). Tied + Untied counts every request but cancels.
 	Untied uint64 `json:"untied"`
-	// UnknownPeer counts requests whose PeerHeader named a server outside
+	// UnknownPeer counts requests whose Tailgate-Tie-Peer named a server outside
 	// the allow-list.
 	UnknownPeer uint64 `json:"unknownPeer"`
 	// InvalidTie counts requests with malformed tie headers (a bad or
-	// repeated TieHeader, a missing or oversized PeerHeader), or whose tie
+	// repeated Tailgate-Tie, a missing or oversized Tailgate-Tie-Peer), or whose tie
 	// was already queued or running here.
 	InvalidTie uint64 `json:"invalidTie"`
 	// DroppedByTwin counts queued copies removed because their twin

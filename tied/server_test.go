@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/tied"
 )
 
@@ -116,11 +117,11 @@ func TestCancelAfterFinishCounted(t *testing.T) {
 			t.Fatal(resp, err)
 		}
 		synctest.Wait()
-		if got := c.cancelMsg("b", "tie=T1").Header.Get(tied.CancelOutcomeHeader); got != tied.CancelStarted {
-			t.Errorf("late cancel outcome %q, want %q", got, tied.CancelStarted)
+		if got := c.cancelMsg("b", "tie=T1").Header.Get(tiedwire.CancelOutcomeHeader); got != tiedwire.CancelStarted {
+			t.Errorf("late cancel outcome %q, want %q", got, tiedwire.CancelStarted)
 		}
-		if got := c.cancelMsg("b", "tie=T1").Header.Get(tied.CancelOutcomeHeader); got != tied.CancelRemembered {
-			t.Errorf("repeated cancel outcome %q, want %q", got, tied.CancelRemembered)
+		if got := c.cancelMsg("b", "tie=T1").Header.Get(tiedwire.CancelOutcomeHeader); got != tiedwire.CancelRemembered {
+			t.Errorf("repeated cancel outcome %q, want %q", got, tiedwire.CancelRemembered)
 		}
 		checkStats(t, "b", c.srv["b"].Stats(), tied.Stats{
 			Dequeued: 1, Tied: 1, BothExecuted: 1, CancelsSent: 1, CancelsReceived: 2,
@@ -138,14 +139,14 @@ func TestCancelBeforeCopyDropsOnArrival(t *testing.T) {
 		defer c.close()
 		ctx := t.Context()
 		resp := c.cancelMsg("a", "tie=T1")
-		if resp.StatusCode != http.StatusNoContent || resp.Header.Get(tied.CancelOutcomeHeader) != tied.CancelRemembered {
-			t.Fatalf("cancel: %d %q", resp.StatusCode, resp.Header.Get(tied.CancelOutcomeHeader))
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get(tiedwire.CancelOutcomeHeader) != tiedwire.CancelRemembered {
+			t.Fatalf("cancel: %d %q", resp.StatusCode, resp.Header.Get(tiedwire.CancelOutcomeHeader))
 		}
 		got, body, err := c.get(ctx, "http://a/x", tieHeaders("T1", "http://b")...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.StatusCode != 503 || got.Header.Get(tied.DroppedHeader) != tied.DroppedOnArrival || got.Header.Get("Retry-After") != "" {
+		if got.StatusCode != 503 || got.Header.Get(tiedwire.DroppedHeader) != tiedwire.DroppedOnArrival || got.Header.Get("Retry-After") != "" {
 			t.Errorf("copy after cancel: %d %v %q", got.StatusCode, got.Header, body)
 		}
 		// The tombstone is used up: a replay of the tie runs.
@@ -335,7 +336,7 @@ func TestQueuedClientGone(t *testing.T) {
 			t.Errorf("deadline passed while queued: %d %q", rec.Code, rec.Body)
 		}
 		// Its tie is forgotten: a cancel for it finds nothing.
-		if got := c.cancelMsg("a", "tie=T1").Header.Get(tied.CancelOutcomeHeader); got != tied.CancelRemembered {
+		if got := c.cancelMsg("a", "tie=T1").Header.Get(tiedwire.CancelOutcomeHeader); got != tiedwire.CancelRemembered {
 			t.Errorf("cancel for the gone copy: %q", got)
 		}
 		close(c.apps["a"].release)
@@ -358,15 +359,15 @@ func TestTieHeadersStripped(t *testing.T) {
 		defer c.close()
 		s := c.srv["a"]
 		req := httptest.NewRequest("GET", "http://a/x", nil)
-		req.Header.Set(tied.TieHeader, "T1")
-		req.Header.Set(tied.PeerHeader, "http://b")
+		req.Header.Set(tiedwire.TieHeader, "T1")
+		req.Header.Set(tiedwire.PeerHeader, "http://b")
 		req.Header.Set("Tailgate-Hedge", "1")
 		s.Handler(c.apps["a"]).ServeHTTP(httptest.NewRecorder(), req)
 		h := c.apps["a"].headers[0]
-		if h.Get(tied.TieHeader) != "" || h.Get(tied.PeerHeader) != "" || h.Get("Tailgate-Hedge") != "1" {
+		if h.Get(tiedwire.TieHeader) != "" || h.Get(tiedwire.PeerHeader) != "" || h.Get("Tailgate-Hedge") != "1" {
 			t.Errorf("next saw %v", h)
 		}
-		if req.Header.Get(tied.TieHeader) != "T1" {
+		if req.Header.Get(tiedwire.TieHeader) != "T1" {
 			t.Error("the request's own header was changed")
 		}
 		synctest.Wait()
@@ -376,19 +377,19 @@ func TestTieHeadersStripped(t *testing.T) {
 // Malformed tie headers are served untied and counted, without a cancel.
 func TestInvalidTieServedUntied(t *testing.T) {
 	cases := map[string][]string{
-		"empty tie":       {tied.TieHeader, "", tied.PeerHeader, "http://b"},
-		"space":           {tied.TieHeader, "a b", tied.PeerHeader, "http://b"},
-		"slash":           {tied.TieHeader, "a/../b", tied.PeerHeader, "http://b"},
-		"query":           {tied.TieHeader, "a&tie=b", tied.PeerHeader, "http://b"},
-		"non-ascii":       {tied.TieHeader, "tié", tied.PeerHeader, "http://b"},
-		"too long":        {tied.TieHeader, strings.Repeat("x", tied.MaxTieLen+1), tied.PeerHeader, "http://b"},
-		"two ties":        {tied.TieHeader, "T1", tied.TieHeader, "T2", tied.PeerHeader, "http://b"},
-		"two peers":       {tied.TieHeader, "T1", tied.PeerHeader, "http://b", tied.PeerHeader, "http://b"},
-		"no peer":         {tied.TieHeader, "T1"},
-		"no tie":          {tied.PeerHeader, "http://b"},
-		"huge peer":       {tied.TieHeader, "T1", tied.PeerHeader, "http://b/" + strings.Repeat("x", 100<<10)},
-		"huge tie":        {tied.TieHeader, strings.Repeat("y", 100<<10), tied.PeerHeader, "http://b"},
-		"peer with space": {tied.TieHeader, "T1", tied.PeerHeader, "http://b /"},
+		"empty tie":       {tiedwire.TieHeader, "", tiedwire.PeerHeader, "http://b"},
+		"space":           {tiedwire.TieHeader, "a b", tiedwire.PeerHeader, "http://b"},
+		"slash":           {tiedwire.TieHeader, "a/../b", tiedwire.PeerHeader, "http://b"},
+		"query":           {tiedwire.TieHeader, "a&tie=b", tiedwire.PeerHeader, "http://b"},
+		"non-ascii":       {tiedwire.TieHeader, "tié", tiedwire.PeerHeader, "http://b"},
+		"too long":        {tiedwire.TieHeader, strings.Repeat("x", tiedwire.MaxTieLen+1), tiedwire.PeerHeader, "http://b"},
+		"two ties":        {tiedwire.TieHeader, "T1", tiedwire.TieHeader, "T2", tiedwire.PeerHeader, "http://b"},
+		"two peers":       {tiedwire.TieHeader, "T1", tiedwire.PeerHeader, "http://b", tiedwire.PeerHeader, "http://b"},
+		"no peer":         {tiedwire.TieHeader, "T1"},
+		"no tie":          {tiedwire.PeerHeader, "http://b"},
+		"huge peer":       {tiedwire.TieHeader, "T1", tiedwire.PeerHeader, "http://b/" + strings.Repeat("x", 100<<10)},
+		"huge tie":        {tiedwire.TieHeader, strings.Repeat("y", 100<<10), tiedwire.PeerHeader, "http://b"},
+		"peer with space": {tiedwire.TieHeader, "T1", tiedwire.PeerHeader, "http://b /"},
 	}
 	for name, hdr := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -440,15 +441,15 @@ func TestCancelEndpointValidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, func(_ string, sc *tied.ServerConfig) { sc.CancelToken = "s3cret" }, "a", "b")
 		defer c.close()
-		tok := []string{tied.TokenHeader, "s3cret"}
+		tok := []string{tiedwire.TokenHeader, "s3cret"}
 		for _, tc := range []struct {
 			query string
 			hdr   []string
 			code  int
 		}{
 			{"tie=T1", nil, http.StatusForbidden},
-			{"tie=T1", []string{tied.TokenHeader, "wrong!"}, http.StatusForbidden},
-			{"tie=T1", []string{tied.TokenHeader, "s3cret", tied.TokenHeader, "s3cret"}, http.StatusForbidden},
+			{"tie=T1", []string{tiedwire.TokenHeader, "wrong!"}, http.StatusForbidden},
+			{"tie=T1", []string{tiedwire.TokenHeader, "s3cret", tiedwire.TokenHeader, "s3cret"}, http.StatusForbidden},
 			{"", tok, http.StatusBadRequest},
 			{"tie=", tok, http.StatusBadRequest},
 			{"tie=a%20b", tok, http.StatusBadRequest},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/target"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/replica"
 )
 
@@ -26,7 +27,7 @@ type TransportConfig struct {
 	// replica.Set of them in tied mode (replica.Route): the first copy to a
 	// server by latency and load, its twin, picked with it, to the fastest
 	// other; each copy names the other's server (its scheme and host, as
-	// the servers' Peers must list it) in PeerHeader.
+	// the servers' Peers must list it) in Tailgate-Tie-Peer.
 	Targets []string
 
 	// Delay is how long to wait for the first copy before sending the
@@ -61,7 +62,7 @@ type TransportConfig struct {
 
 // Transport is an http.RoundTripper that sends tied requests: two copies of
 // each request, to two different targets, each carrying the same tie
-// identity (TieHeader) and its twin's server (PeerHeader), the second one
+// identity (Tailgate-Tie) and its twin's server (Tailgate-Tie-Peer), the second one
 // Delay after the first unless the first has already answered acceptably.
 // The first acceptable answer wins; the other copy is cancelled and its body
 // closed. Meanwhile the servers' middleware (Server) cancels between
@@ -83,7 +84,7 @@ type Transport struct {
 	ht      *hedge.Transport
 	base    http.RoundTripper
 	set     *replica.Set
-	origins []string // per target: scheme://host, what PeerHeader carries
+	origins []string // per target: scheme://host, what tiedwire.PeerHeader carries
 }
 
 // NewTransport validates cfg and returns a Transport.
@@ -197,7 +198,7 @@ type pair struct {
 // Pick implements hedge.Steering.
 func (p *pair) Pick(a hedge.Attempt, used []int) (int, error) {
 	if a.Index == 0 {
-		p.id = NewTie()
+		p.id = tiedwire.NewTie()
 	}
 	return p.RouteSteering.Pick(a, used)
 }
@@ -207,7 +208,7 @@ func (p *pair) Pick(a hedge.Attempt, used []int) (int, error) {
 // request that is not tied must not cancel anything).
 func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
 	tied := p.Route.Tied(a.Index)
-	if !tied && len(out.Header[TieHeader]) == 0 && len(out.Header[PeerHeader]) == 0 {
+	if !tied && len(out.Header[tiedwire.TieHeader]) == 0 && len(out.Header[tiedwire.PeerHeader]) == 0 {
 		return
 	}
 	if !a.IsHedge() {
@@ -218,14 +219,14 @@ func (p *pair) Rewrite(a hedge.Attempt, out *http.Request) {
 		}
 	}
 	if !tied {
-		delete(out.Header, TieHeader)
-		delete(out.Header, PeerHeader)
+		delete(out.Header, tiedwire.TieHeader)
+		delete(out.Header, tiedwire.PeerHeader)
 		return
 	}
 	peer := p.Route.Replica(0) // the second copy names the primary's server
 	if a.Index == 0 {
 		peer, _ = p.Route.Twin()
 	}
-	out.Header[TieHeader] = []string{p.id}
-	out.Header[PeerHeader] = []string{p.origins[peer]}
+	out.Header[tiedwire.TieHeader] = []string{p.id}
+	out.Header[tiedwire.PeerHeader] = []string{p.origins[peer]}
 }

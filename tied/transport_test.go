@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailgate-dev/tailgate/hedge"
 	"github.com/tailgate-dev/tailgate/internal/memnet"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/replica"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -163,12 +164,12 @@ func TestTransportFirstAcceptableWins(t *testing.T) {
 		if len(ha) != 1 || len(hb) != 1 {
 			t.Fatalf("a got %d, b got %d requests", len(ha), len(hb))
 		}
-		tie := ha[0].Get(tied.TieHeader)
-		if !tied.ValidTie(tie) || hb[0].Get(tied.TieHeader) != tie {
-			t.Errorf("ties %q and %q", tie, hb[0].Get(tied.TieHeader))
+		tie := ha[0].Get(tiedwire.TieHeader)
+		if !tiedwire.ValidTie(tie) || hb[0].Get(tiedwire.TieHeader) != tie {
+			t.Errorf("ties %q and %q", tie, hb[0].Get(tiedwire.TieHeader))
 		}
-		if ha[0].Get(tied.PeerHeader) != "http://b:8080" || hb[0].Get(tied.PeerHeader) != "http://a" {
-			t.Errorf("peers %q and %q", ha[0].Get(tied.PeerHeader), hb[0].Get(tied.PeerHeader))
+		if ha[0].Get(tiedwire.PeerHeader) != "http://b:8080" || hb[0].Get(tiedwire.PeerHeader) != "http://a" {
+			t.Errorf("peers %q and %q", ha[0].Get(tiedwire.PeerHeader), hb[0].Get(tiedwire.PeerHeader))
 		}
 		if ha[0].Get(hedge.HedgeHeader) != "" || hb[0].Get(hedge.HedgeHeader) != "1" || hb[0].Get("X-Caller") != "1" {
 			t.Errorf("headers: a %v, b %v", ha[0], hb[0])
@@ -190,7 +191,7 @@ func TestTransportFirstAcceptableWins(t *testing.T) {
 		roundTrip(t, tr, "http://x/path")
 		net.Wait()
 		if ha, hb := a.requests(), b.requests(); len(ha) != 2 || len(hb) != 2 ||
-			ha[1].Get(tied.TieHeader) == tie || hb[1].Get(hedge.HedgeHeader) != "" || ha[1].Get(hedge.HedgeHeader) != "1" {
+			ha[1].Get(tiedwire.TieHeader) == tie || hb[1].Get(hedge.HedgeHeader) != "" || ha[1].Get(hedge.HedgeHeader) != "1" {
 			t.Errorf("second request: a %v, b %v", ha, hb)
 		}
 	})
@@ -201,7 +202,7 @@ func TestTransportFirstAcceptableWins(t *testing.T) {
 func TestTransportDroppedIsNotWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var net memnet.Transport
-		dropped := http.Header{tied.DroppedHeader: {tied.DroppedQueued}}
+		dropped := http.Header{tiedwire.DroppedHeader: {tiedwire.DroppedQueued}}
 		a := &plain{lat: 2 * time.Millisecond, hdr: dropped}
 		b := &plain{lat: 20 * time.Millisecond}
 		net.Handle("a", a)
@@ -242,7 +243,7 @@ func TestTransportCopiesNameEachOther(t *testing.T) {
 		ties := map[string][]string{} // tie -> "server<-peer" of each copy
 		for n, p := range srv {
 			for _, h := range p.requests() {
-				ties[h.Get(tied.TieHeader)] = append(ties[h.Get(tied.TieHeader)], "http://"+n+"<-"+h.Get(tied.PeerHeader))
+				ties[h.Get(tiedwire.TieHeader)] = append(ties[h.Get(tiedwire.TieHeader)], "http://"+n+"<-"+h.Get(tiedwire.PeerHeader))
 			}
 		}
 		if len(ties) != 6 {
@@ -277,7 +278,7 @@ func TestTransportFailoverUntied(t *testing.T) {
 			t.Errorf("%d after %v", resp.StatusCode, time.Since(start))
 		}
 		net.Wait()
-		if h := b.requests()[0]; h.Get(tied.TieHeader) != "" || h.Get(tied.PeerHeader) != "" || h.Get(hedge.HedgeHeader) != "1" {
+		if h := b.requests()[0]; h.Get(tiedwire.TieHeader) != "" || h.Get(tiedwire.PeerHeader) != "" || h.Get(hedge.HedgeHeader) != "1" {
 			t.Errorf("failover copy carried %v", h)
 		}
 	})
@@ -320,8 +321,8 @@ func TestTransportUnsafePassesThroughUntied(t *testing.T) {
 		net.Handle("b", b)
 		tr := newTiedTransport(t, &net, nil, "http://a", "http://b")
 		req, _ := http.NewRequest("POST", "http://x/", strings.NewReader("body"))
-		req.Header.Set(tied.TieHeader, "forged")
-		req.Header.Set(tied.PeerHeader, "http://evil")
+		req.Header.Set(tiedwire.TieHeader, "forged")
+		req.Header.Set(tiedwire.PeerHeader, "http://evil")
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
@@ -331,10 +332,10 @@ func TestTransportUnsafePassesThroughUntied(t *testing.T) {
 		if len(a.requests()) != 1 || len(b.requests()) != 0 {
 			t.Fatalf("a %d, b %d", len(a.requests()), len(b.requests()))
 		}
-		if h := a.requests()[0]; h.Get(tied.TieHeader) != "" || h.Get(tied.PeerHeader) != "" {
+		if h := a.requests()[0]; h.Get(tiedwire.TieHeader) != "" || h.Get(tiedwire.PeerHeader) != "" {
 			t.Errorf("sent %v", h)
 		}
-		if req.Header.Get(tied.TieHeader) != "forged" {
+		if req.Header.Get(tiedwire.TieHeader) != "forged" {
 			t.Error("caller's header changed")
 		}
 	})
@@ -344,7 +345,7 @@ func TestTransportUnsafePassesThroughUntied(t *testing.T) {
 func TestTransportNoWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var net memnet.Transport
-		net.Handle("a", &plain{lat: 5 * time.Millisecond, status: 503, hdr: http.Header{tied.DroppedHeader: {tied.DroppedQueued}}})
+		net.Handle("a", &plain{lat: 5 * time.Millisecond, status: 503, hdr: http.Header{tiedwire.DroppedHeader: {tiedwire.DroppedQueued}}})
 		net.Handle("b", &plain{lat: 10 * time.Millisecond, status: 502})
 		tr := newTiedTransport(t, &net, nil, "http://a", "http://b")
 		resp, _ := roundTrip(t, tr, "http://x/")
@@ -367,21 +368,5 @@ func TestNewTransportConfig(t *testing.T) {
 		if _, err := tied.NewTransport(cfg); !errors.Is(err, tied.ErrInvalid) {
 			t.Errorf("%+v: err %v", cfg, err)
 		}
-	}
-}
-
-func TestValidTie(t *testing.T) {
-	for _, s := range []string{"a", "A-b.c_d~9", strings.Repeat("x", tied.MaxTieLen), tied.NewTie()} {
-		if !tied.ValidTie(s) {
-			t.Errorf("%q refused", s)
-		}
-	}
-	for _, s := range []string{"", " ", "a b", "a/b", "a%20", "a=b", "é", "a\x00", strings.Repeat("x", tied.MaxTieLen+1)} {
-		if tied.ValidTie(s) {
-			t.Errorf("%q accepted", s)
-		}
-	}
-	if a, b := tied.NewTie(), tied.NewTie(); a == b || len(a) != 26 {
-		t.Errorf("NewTie: %q %q", a, b)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/lab/fixture"
 	"github.com/tailgate-dev/tailgate/tied"
 )
@@ -249,9 +250,9 @@ func (f *tiedFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch hd := w.Header(); {
 	case st.ran:
 		c.executed.Add(1)
-	case hd.Get(tied.DroppedHeader) == tied.DroppedQueued:
+	case hd.Get(tiedwire.DroppedHeader) == tiedwire.DroppedQueued:
 		c.droppedByTwin.Add(1)
-	case hd.Get(tied.DroppedHeader) == tied.DroppedOnArrival:
+	case hd.Get(tiedwire.DroppedHeader) == tiedwire.DroppedOnArrival:
 		c.droppedOnArrival.Add(1)
 	case rec.code == http.StatusServiceUnavailable && hd.Get("Retry-After") != "":
 		c.refused.Add(1)

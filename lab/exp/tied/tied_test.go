@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tailgate-dev/tailgate/hedge"
+	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 	"github.com/tailgate-dev/tailgate/lab/exp"
 	"github.com/tailgate-dev/tailgate/lab/fixture"
 	"github.com/tailgate-dev/tailgate/tied"
@@ -106,8 +107,8 @@ func TestTiedClusterAccountsEveryCopyOnce(t *testing.T) {
 	get := func(ctx context.Context, server int, path, tie string) answer {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cl.urls[server]+path, nil)
 		if tie != "" {
-			req.Header.Set(tied.TieHeader, tie)
-			req.Header.Set(tied.PeerHeader, cl.urls[1-server])
+			req.Header.Set(tiedwire.TieHeader, tie)
+			req.Header.Set(tiedwire.PeerHeader, cl.urls[1-server])
 		}
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
@@ -115,7 +116,7 @@ func TestTiedClusterAccountsEveryCopyOnce(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return answer{code: resp.StatusCode, dropped: resp.Header.Get(tied.DroppedHeader)}
+		return answer{code: resp.StatusCode, dropped: resp.Header.Get(tiedwire.DroppedHeader)}
 	}
 	async := func(ctx context.Context, server int, path, tie string) chan answer {
 		ch := make(chan answer, 1)
@@ -152,17 +153,17 @@ func TestTiedClusterAccountsEveryCopyOnce(t *testing.T) {
 	}
 	ycancel()
 	waitFor("y abandoned", func() bool { st := s0.Stats(); return st.Abandoned == 1 && st.Queued == 0 })
-	tie1 := tied.NewTie()
+	tie1 := tiedwire.NewTie()
 	a := async(bg, 0, "/item?id=1", tie1)
 	waitFor("a queued", func() bool { return s0.Stats().Queued == 1 })
 	want("b", get(bg, 1, "/item?id=1", tie1), http.StatusOK, "")
-	want("a", <-a, http.StatusServiceUnavailable, tied.DroppedQueued)
+	want("a", <-a, http.StatusServiceUnavailable, tiedwire.DroppedQueued)
 	want("x", <-x, http.StatusOK, "")
 
 	// Both copies of tie 2 start before either cancel is delivered.
 	gate.hold()
 	d0, d1 := s0.Stats().Dequeued, s1.Stats().Dequeued
-	tie2 := tied.NewTie()
+	tie2 := tiedwire.NewTie()
 	e, f := async(bg, 0, "/item?id=2", tie2), async(bg, 1, "/item?id=2", tie2)
 	waitFor("both copies running", func() bool { return s0.Stats().Dequeued == d0+1 && s1.Stats().Dequeued == d1+1 })
 	gate.release()
@@ -171,10 +172,10 @@ func TestTiedClusterAccountsEveryCopyOnce(t *testing.T) {
 
 	// Tie 3's cancel reaches server 0 before its copy does.
 	r0 := s0.Stats().CancelsReceived
-	tie3 := tied.NewTie()
+	tie3 := tiedwire.NewTie()
 	g := async(bg, 1, "/item?id=3", tie3)
 	waitFor("g's cancel", func() bool { return s0.Stats().CancelsReceived == r0+1 })
-	want("h", get(bg, 0, "/item?id=3", tie3), http.StatusServiceUnavailable, tied.DroppedOnArrival)
+	want("h", get(bg, 0, "/item?id=3", tie3), http.StatusServiceUnavailable, tiedwire.DroppedOnArrival)
 	want("g", <-g, http.StatusOK, "")
 	want("background", get(bg, 1, backgroundPath+"?id=0", ""), http.StatusOK, "")
 
