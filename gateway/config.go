@@ -83,8 +83,8 @@ type Config struct {
 
 	// Tied sends every read as a tied request (package tied) instead of
 	// hedging it: a second copy TiedDelay after the first, to the replica
-	// a hedge would get, both carrying one tie (tiedwire.TieHeader) and the
-	// other copy's backend (tiedwire.PeerHeader); the first acceptable answer
+	// a hedge would get, both carrying one tie (Tailgate-Tie) and the other
+	// copy's backend (Tailgate-Tie-Peer); the first acceptable answer
 	// wins, and an answer dropped for its twin (tied.Dropped) never does.
 	// The backends must run tied.Server with the other backends (as
 	// written here) in its Peers, or every second copy runs in full; at

@@ -18,12 +18,12 @@ import (
 // Cross-server cancellation goes over gRPC, between the ports the servers
 // already serve: tied.Server sends each cancel as an HTTP request to its
 // peer's cancel endpoint through its CancelTransport, which here is
-// cancelSender, a call of cancelMethod on the peer; the peer's Server
+// cancelSender, a call of CancelMethod on the peer; the peer's Server
 // serves that method by handing tied.Server's cancel endpoint the same
 // request. The protocol's rules (allow-listed peers, token, bounds,
 // outcomes) stay tied's, in one place.
 
-// Register registers the Server's cancel method (cancelMethod) on a
+// Register registers the Server's cancel method (CancelMethod) on a
 // grpc.Server, so that its peers can cancel the copies queued here.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	r.RegisterService(&cancelService, s)
@@ -48,7 +48,7 @@ var cancelService = grpc.ServiceDesc{
 			if ic == nil {
 				return c.serveCancel(ctx, in)
 			}
-			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: cancelMethod}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: CancelMethod}
 			return ic(ctx, in, info, func(ctx context.Context, req any) (any, error) {
 				return c.serveCancel(ctx, req.(*wrapperspb.StringValue))
 			})
@@ -77,7 +77,7 @@ func (s *Server) serveCancel(ctx context.Context, tie *wrapperspb.StringValue) (
 }
 
 // cancelSender is tied.Server's CancelTransport: it sends each cancel as a
-// call of cancelMethod to the peer, and answers as the peer's endpoint
+// call of CancelMethod to the peer, and answers as the peer's endpoint
 // would have.
 type cancelSender struct{ s *Server }
 
@@ -93,7 +93,7 @@ func (cs cancelSender) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	out := new(wrapperspb.StringValue)
 	code := http.StatusNoContent
-	if err := conn.Invoke(ctx, cancelMethod, wrapperspb.String(tie), out); err != nil {
+	if err := conn.Invoke(ctx, CancelMethod, wrapperspb.String(tie), out); err != nil {
 		switch status.Code(err) {
 		case codes.PermissionDenied:
 			code = http.StatusForbidden

@@ -25,8 +25,9 @@
 //     and is returned as it is. With no winner, the last attempt's status
 //     is returned; when the caller's context ends, Canceled or
 //     DeadlineExceeded.
-//   - A hedge carries hedgeKey (its index) and previousAttemptsKey (the
-//     attempts before it), as gRPC's hedging design (A6) says. Deadlines are
+//   - A hedge carries the metadata tailgate-hedge (its index) and
+//     grpc-previous-rpc-attempts (the attempts before it), as gRPC's
+//     hedging design (A6) says. Deadlines are
 //     gRPC's own; no hedge is sent that the remaining time cannot cover.
 //   - Each hedged call has a hedge.Receipt (Config.OnReceipt, OnReceipt).
 //   - Clients, Replicas and Servers are safe for concurrent use; Replicas

@@ -29,7 +29,7 @@ const (
 	previousAttemptsKey = "grpc-previous-rpc-attempts"
 
 	// tieKey and tiePeerKey carry a tied copy's tie identity and its twin's
-	// server (host:port), as tiedwire.TieHeader and tiedwire.PeerHeader do over
+	// server (host:port), as Tailgate-Tie and Tailgate-Tie-Peer do over
 	// HTTP. tieTokenKey carries ServerConfig.CancelToken on cancels.
 	tieKey      = "tailgate-tie"
 	tiePeerKey  = "tailgate-tie-peer"
@@ -50,7 +50,7 @@ const (
 )
 
 // IsHedge reports whether the incoming call of ctx, on a server, is marked
-// as a hedge (hedgeKey with a value other than "" or "0").
+// as a hedge (tailgate-hedge with a value other than "" or "0").
 func IsHedge(ctx context.Context) bool {
 	return incomingMark(ctx) != ""
 }
@@ -96,7 +96,7 @@ func Dropped(err error) bool {
 var errDropped = fmt.Errorf("hedgegrpc: copy dropped for its twin: %w", hedge.ErrNotAnAnswer)
 
 // droppedStatus is a Server's answer to a copy dropped for its twin; when
-// is tiedwire.DroppedQueued or tiedwire.DroppedOnArrival.
+// is "queued" or "arrival".
 func droppedStatus(when string) *status.Status {
 	st, err := status.New(codes.Unavailable, "hedgegrpc: tied copy dropped ("+when+"): its twin started on another server").
 		WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reasonTieDropped, Metadata: map[string]string{"when": when}})

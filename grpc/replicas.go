@@ -52,13 +52,13 @@ type ReplicasConfig struct {
 	// Replica.Probation.Enabled, a replica on probation gets only shadow
 	// calls: after a hedged call succeeds, a copy of its request goes to a
 	// replica on probation that is due one, in the background, marked
-	// with shadowKey and hedgeKey, its answer discarded. Shadows copy
+	// with tailgate-shadow and tailgate-hedge, its answer discarded. Shadows copy
 	// hedged methods only, which are idempotent by declaration.
 	Replica replica.Config
 
 	// Tied sends tied calls instead of hedges: every hedged call sends a
 	// second copy TiedDelay after the first, to another replica, each copy
-	// naming its twin's server (tieKey, tiePeerKey); the replicas' Server
+	// naming its twin's server (tailgate-tie, tailgate-tie-peer); the replicas' Server
 	// interceptors cancel the queued twin when a copy starts. It needs at
 	// least two targets named host:port, and overrides Policy as
 	// tied.Transport does: a fixed delay, two attempts, no budget, gate or

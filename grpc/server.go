@@ -34,15 +34,15 @@ type ServerConfig struct {
 	QueueLimit int
 
 	// NoHedgePriority serves queued calls in arrival order. By default
-	// calls marked with hedgeKey (hedges, second copies of tied calls)
+	// calls marked with tailgate-hedge (hedges, second copies of tied calls)
 	// wait until no unmarked call waits, so that duplicate work never
 	// delays a first copy.
 	NoHedgePriority bool
 
 	// Peers is the allow-list of the servers that may hold the twins of
 	// the tied copies this server receives, as host:port (what clients
-	// name in tiePeerKey: ReplicasConfig's Target.Name). Cancels go only to
-	// these, as calls of cancelMethod; a copy naming another server is
+	// name in tailgate-tie-peer: ReplicasConfig's Target.Name). Cancels go only to
+	// these, as calls of CancelMethod; a copy naming another server is
 	// served untied. Empty means every call is served untied.
 	Peers []string
 
@@ -51,8 +51,8 @@ type ServerConfig struct {
 	PeerDialOptions []grpc.DialOption
 
 	// CancelToken, when non-empty, is a secret the peers share: cancels
-	// carry it (tieTokenKey), and cancelMethod refuses those that do not
-	// (PermissionDenied). Without it, cancelMethod trusts whoever reaches
+	// carry it (tailgate-tie-token), and CancelMethod refuses those that do not
+	// (PermissionDenied). Without it, CancelMethod trusts whoever reaches
 	// it: anyone who can call it and knows a tie can drop that tie's
 	// queued copy (the twin, already running, still answers).
 	CancelToken string
@@ -73,11 +73,12 @@ type ServerConfig struct {
 	RememberFor  time.Duration
 }
 
-// cancelMethod is the full name of the method over which Servers cancel
+// CancelMethod is the full name of the method over which Servers cancel
 // each other's queued copies: its request is the tie
-// (wrapperspb.StringValue), its reply the outcome (tiedwire.CancelDropped,
-// tiedwire.CancelStarted or tiedwire.CancelRemembered).
-const cancelMethod = "/tailgate.tied.v1.Tie/Cancel"
+// (wrapperspb.StringValue), its reply the outcome ("dropped",
+// "started" or "remembered"). A server interceptor that allow-lists
+// methods (authentication, say) names it to let peers' cancels through.
+const CancelMethod = "/tailgate.tied.v1.Tie/Cancel"
 
 // Server is the server side of hedged and tied unary calls: a bounded
 // queue in front of a bounded pool of workers, in which calls marked as
@@ -159,12 +160,12 @@ func (s *Server) closePeers() {
 func (s *Server) Stats() tied.Stats { return s.ts.Stats() }
 
 // UnaryServerInterceptor returns the interceptor that runs every unary
-// call but cancelMethod through the Server's queue and workers:
+// call but CancelMethod through the Server's queue and workers:
 //
 //   - A call gets a worker at once if one is free and nobody waits;
 //     otherwise it waits (hedge-marked calls behind the others). A full
 //     queue answers Unavailable.
-//   - A tied copy (tieKey, and tiePeerKey naming one of Peers) that gets a
+//   - A tied copy (tailgate-tie, and tailgate-tie-peer naming one of Peers) that gets a
 //     worker sends a cancel for its tie to its twin's server; a copy
 //     dropped for its twin is answered Unavailable with an ErrorInfo that
 //     Dropped recognises, and never runs.
@@ -177,7 +178,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 }
 
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod == cancelMethod {
+	if info.FullMethod == CancelMethod {
 		return handler(ctx, req)
 	}
 	c := &serverCall{ctx: ctx, req: req, handler: handler}

@@ -201,7 +201,7 @@ func tiedPair(t *testing.T, n *network, token string) (servers [2]*Server, backe
 }
 
 // A tied call queues a copy on each server; the copy that starts first
-// has its twin dropped from the other server's queue, over cancelMethod.
+// has its twin dropped from the other server's queue, over CancelMethod.
 // The client gets the running copy's answer, never the dropped one's.
 func TestTiedCallDropsQueuedTwin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -267,14 +267,14 @@ func TestCancelMethodRefusals(t *testing.T) {
 		n.addServer("a:1", fast, s)
 		cc := n.direct("a:1")
 		out := new(wrapperspb.StringValue)
-		if err := cc.Invoke(context.Background(), cancelMethod, wrapperspb.String("T1"), out); status.Code(err) != codes.PermissionDenied {
+		if err := cc.Invoke(context.Background(), CancelMethod, wrapperspb.String("T1"), out); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("cancel without the token: %v, want PermissionDenied", err)
 		}
 		ctx := metadata.AppendToOutgoingContext(context.Background(), tieTokenKey, "secret")
-		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("bad tie&x=1"), out); status.Code(err) != codes.InvalidArgument {
+		if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String("bad tie&x=1"), out); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("cancel of a malformed tie: %v, want InvalidArgument", err)
 		}
-		if err := cc.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tiedwire.CancelRemembered {
+		if err := cc.Invoke(ctx, CancelMethod, wrapperspb.String("T1"), out); err != nil || out.Value != tiedwire.CancelRemembered {
 			t.Errorf("cancel: %v %q, want %q", err, out.Value, tiedwire.CancelRemembered)
 		}
 		// The tie remembered, its copy is dropped on arrival.
@@ -282,7 +282,7 @@ func TestCancelMethodRefusals(t *testing.T) {
 		s2 := newTestServer(t, ServerConfig{Peers: []string{"127.0.0.1:9"}, PeerDialOptions: n.dialOptions()})
 		b2 := n.addServer("b:1", fast, s2)
 		c2 := n.direct("b:1")
-		if err := c2.Invoke(ctx, cancelMethod, wrapperspb.String("T1"), out); err != nil {
+		if err := c2.Invoke(ctx, CancelMethod, wrapperspb.String("T1"), out); err != nil {
 			t.Fatal(err)
 		}
 		_, err := get(tctx, c2, "k")

@@ -9,8 +9,8 @@ import (
 	"github.com/tailgate-dev/tailgate/internal/tiedwire"
 )
 
-// Paths and bounds of the tied-request protocol (its headers and their
-// values: internal/tiedwire).
+// The cancel endpoint's default path; the protocol's headers and their
+// values are in the package doc and docs/library.md.
 const (
 	// DefaultCancelPath is the path of the cancel endpoint that every
 	// Server's Handler serves: POST <peer><path>?tie=<id>.

@@ -1,7 +1,9 @@
 // Command proxies runs the Go programs bench/gateway.sh compares the
 // gateway with: a trivial backend, and a plain httputil.ReverseProxy in
 // front of it; and, for profiles, the gateway itself in-process with a CPU
-// profile of a given stretch of its life. All bind loopback only.
+// profile of a given stretch of its life; and a bare forwarder on the
+// gateway's own HTTP/1 server and client, a baseline for what is under the
+// engine. All bind loopback only.
 //
 //	proxies backend -listen 127.0.0.1:18081
 //	proxies reverseproxy -listen 127.0.0.1:18082 -backend http://127.0.0.1:18081
@@ -52,12 +54,12 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: proxies backend|reverseproxy|gateway [flags]")
+		fmt.Fprintln(os.Stderr, "usage: proxies backend|reverseproxy|gateway|bare [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address to listen on")
-	backend := fs.String("backend", "", "backend base URL (reverseproxy; gateway: comma-separated, several)")
+	backend := fs.String("backend", "", "backend base URL (reverseproxy, bare; gateway: comma-separated, several)")
 	cpuprofile := fs.String("cpuprofile", "", "gateway: write a CPU profile here")
 	after := fs.Duration("profile-after", 2*time.Second, "gateway: start the profile this long after listening")
 	span := fs.Duration("profile-for", 10*time.Second, "gateway: profile this long")
@@ -118,12 +120,13 @@ func main() {
 		}
 		log.Fatal(srv.Serve(ln))
 	case "bare":
-		// The floor under the gateway: its own client-facing server and
-		// backend client (internal/h1server, internal/h1) joined by a
-		// handler that forwards the request as it came and copies the
+		// A naive baseline on the gateway's own client-facing server and
+		// backend client (internal/h1server, internal/h1): a handler that
+		// sends a GET or HEAD's path, query and headers on and copies the
 		// answer back: no engine, no steering, no limits, no added
-		// headers, no checks. Not a proxy to deploy; what Go and these
-		// two packages cost on their own (docs/performance.md).
+		// headers, no checks (hop-by-hop headers pass, bodies are not
+		// sent). A measuring tool for bench's GETs, never a proxy to
+		// deploy (docs/performance.md).
 		u := backendURL(*backend)
 		t, err := h1.New(h1.Config{MaxIdlePerHost: 256})
 		if err != nil {
@@ -147,12 +150,13 @@ func main() {
 
 var quiet = log.New(io.Discard, "", 0)
 
-// bareHandler forwards each request to backend through t as it came (the
-// client's header shared, not copied) and copies the answer back.
+// bareHandler sends each GET or HEAD on to backend through t, its path,
+// query and header as they came (the header shared, not copied: h1 only
+// reads it), and copies the answer back.
 func bareHandler(t http.RoundTripper, backend *url.URL) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		out := &http.Request{
-			Method: r.Method, URL: &url.URL{Scheme: backend.Scheme, Host: backend.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery},
+			Method: r.Method, URL: &url.URL{Scheme: backend.Scheme, Host: backend.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery},
 			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: r.Header, Host: backend.Host,
 		}
 		out = out.WithContext(r.Context())
